@@ -1,0 +1,140 @@
+package run
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is the lifecycle state of a run.
+type Status string
+
+// The statuses a run moves through; see transitions.go for the allowed moves.
+const (
+	StatusRunning   Status = "running"
+	StatusSuspended Status = "suspended"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// Run is the materialized record of one workflow execution.
+// StateRevision always equals the seq of the run's last event.
+type Run struct {
+	TenantID           string          `json:"tenant_id"`
+	RunID              string          `json:"run_id"`
+	WorkflowName       string          `json:"workflow_name"`
+	WorkflowVersion    string          `json:"workflow_version"`
+	StateSchemaVersion int             `json:"state_schema_version"`
+	Status             Status          `json:"status"`
+	StatusReason       string          `json:"status_reason,omitempty"`
+	NextStep           string          `json:"next_step"`
+	State              json.RawMessage `json:"state"`
+	StateRevision      int64           `json:"state_revision"`
+	LeaseOwner         string          `json:"lease_owner,omitempty"`
+	LeaseEpoch         int64           `json:"lease_epoch"`
+	LeaseExpiresAt     *time.Time      `json:"lease_expires_at,omitempty"`
+	ParentRunID        string          `json:"parent_run_id,omitempty"`
+	ParentRevision     int64           `json:"parent_revision,omitempty"`
+	CreatedAt          time.Time       `json:"created_at"`
+	UpdatedAt          time.Time       `json:"updated_at"`
+}
+
+// Event is one entry of a run's append-only log. Besides what happened it
+// keeps the snapshot the commit produced, so any revision can be rebuilt exactly.
+type Event struct {
+	Seq                int64           `json:"seq"`
+	EventType          string          `json:"event_type"`
+	StepID             string          `json:"step_id,omitempty"`
+	Attempt            int             `json:"attempt"`
+	Payload            json.RawMessage `json:"payload"`
+	CreatedAt          time.Time       `json:"created_at"`
+	State              json.RawMessage `json:"-"`
+	NextStep           string          `json:"-"`
+	Status             Status          `json:"-"`
+	StateSchemaVersion int             `json:"-"`
+}
+
+// Lease is the right to commit to a run. Epoch is the fencing token: it grows
+// every time the lease changes hands, so a stale owner is recognised.
+type Lease struct {
+	Owner     string    `json:"owner"`
+	Epoch     int64     `json:"epoch"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Checkpoint labels one revision of a run.
+type Checkpoint struct {
+	Label     string    `json:"label"`
+	Revision  int64     `json:"revision"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// EventInput is what a caller appends.
+type EventInput struct {
+	EventType string          `json:"event_type"`
+	StepID    string          `json:"step_id,omitempty"`
+	Attempt   int             `json:"attempt"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+}
+
+// CommitRequest appends one event and replaces the materialized state in one
+// transaction, if the revision and the lease both still hold.
+type CommitRequest struct {
+	ExpectedRevision int64           `json:"expected_revision"`
+	Lease            Lease           `json:"lease"`
+	Event            EventInput      `json:"event"`
+	State            json.RawMessage `json:"state"`
+	NextStep         string          `json:"next_step"`
+	Status           Status          `json:"status,omitempty"`
+	StatusReason     string          `json:"status_reason,omitempty"`
+	// StateSchemaVersion, when non-zero, changes the run's schema version (migrations).
+	StateSchemaVersion int `json:"state_schema_version,omitempty"`
+}
+
+// StoreCommit is a validated commit as handed to a Store.
+type StoreCommit struct {
+	ExpectedRevision   int64
+	Owner              string
+	Epoch              int64
+	Event              EventInput
+	State              json.RawMessage
+	NextStep           string
+	Status             Status
+	StatusReason       string
+	StateSchemaVersion int
+	// FromStatuses are the statuses the run may be in for this commit to apply.
+	FromStatuses []Status
+}
+
+// CreateRequest describes a new run.
+type CreateRequest struct {
+	RunID              string          `json:"run_id,omitempty"`
+	WorkflowName       string          `json:"workflow_name"`
+	WorkflowVersion    string          `json:"workflow_version"`
+	StateSchemaVersion int             `json:"state_schema_version"`
+	State              json.RawMessage `json:"state,omitempty"`
+	NextStep           string          `json:"next_step,omitempty"`
+}
+
+// NewRun is a validated run handed to a Store for creation, with the first
+// event ("run.created", seq 1) the store writes beside it.
+type NewRun struct {
+	Run            Run
+	IdempotencyKey string
+	RequestDigest  string
+}
+
+// ListFilter selects runs; After* is the keyset position decoded from a cursor.
+type ListFilter struct {
+	Status       Status
+	WorkflowName string
+	AfterCreated time.Time
+	AfterRunID   string
+	Limit        int
+}
+
+// Event types the engine itself writes.
+const (
+	EventRunCreated    = "run.created"
+	EventStateMigrated = "state.migrated"
+)

@@ -1,0 +1,504 @@
+package run
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// DefaultMaxStateBytes is the state size limit unless configured: large
+// payloads belong in an artifact store, with a digest and URI in the state.
+const DefaultMaxStateBytes = 1 << 20
+
+// Limits on identifiers and lists.
+const (
+	MaxIDLength     = 200
+	MaxListLimit    = 1000
+	DefaultListSize = 100
+	MaxLeaseTTL     = 24 * time.Hour
+	MinLeaseTTL     = 10 * time.Millisecond
+)
+
+// Options configure a Service.
+type Options struct {
+	MaxStateBytes int       // 0 means DefaultMaxStateBytes
+	Registry      *Registry // nil means no migrations or schemas
+}
+
+// Service applies the rules of durable runs on top of a Store.
+type Service struct {
+	store    Store
+	maxState int
+	reg      *Registry
+}
+
+// NewService wires a Service to a Store.
+func NewService(store Store, opts Options) *Service {
+	if opts.MaxStateBytes <= 0 {
+		opts.MaxStateBytes = DefaultMaxStateBytes
+	}
+	if opts.Registry == nil {
+		opts.Registry = NewRegistry()
+	}
+	return &Service{store: store, maxState: opts.MaxStateBytes, reg: opts.Registry}
+}
+
+// Registry returns the migration registry in use.
+func (s *Service) Registry() *Registry { return s.reg }
+
+// Store returns the underlying store.
+func (s *Service) Store() Store { return s.store }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
+}
+
+// ValidID checks a caller-chosen identifier.
+func ValidID(kind, id string) error {
+	if id == "" {
+		return invalid("%s is required", kind)
+	}
+	if len(id) > MaxIDLength {
+		return invalid("%s is longer than %d bytes", kind, MaxIDLength)
+	}
+	for _, r := range id {
+		if r < 0x21 || r == 0x7f || r == '/' || r == '?' || r == '#' || r == '%' {
+			return invalid("%s contains a character that is not allowed (space, control, '/', '?', '#', '%%')", kind)
+		}
+	}
+	return nil
+}
+
+func (s *Service) checkState(state json.RawMessage) (json.RawMessage, error) {
+	if len(state) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	if len(state) > s.maxState {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d; store large payloads as artifacts and keep a digest and URI in the state", ErrStateTooLarge, len(state), s.maxState)
+	}
+	if !isJSONObject(state) {
+		return nil, invalid("state must be a JSON object")
+	}
+	return state, nil
+}
+
+// RequestDigest is the digest of a create request, for idempotency checks.
+func RequestDigest(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Create makes a new run in status running at revision 1.
+func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest, idempotencyKey string) (Run, bool, error) {
+	if req.RunID == "" {
+		req.RunID = uuid.Must(uuid.NewV7()).String()
+	} else if err := ValidID("run_id", req.RunID); err != nil {
+		return Run{}, false, err
+	}
+	if err := ValidID("workflow_name", req.WorkflowName); err != nil {
+		return Run{}, false, err
+	}
+	if len(req.WorkflowVersion) > MaxIDLength {
+		return Run{}, false, invalid("workflow_version is longer than %d bytes", MaxIDLength)
+	}
+	if len(idempotencyKey) > MaxIDLength {
+		return Run{}, false, invalid("Idempotency-Key is longer than %d bytes", MaxIDLength)
+	}
+	if len(req.NextStep) > MaxIDLength {
+		return Run{}, false, invalid("next_step is longer than %d bytes", MaxIDLength)
+	}
+	if req.StateSchemaVersion < 0 {
+		return Run{}, false, invalid("state_schema_version must not be negative")
+	}
+	if req.StateSchemaVersion == 0 {
+		if cur, ok := s.reg.Current(req.WorkflowName); ok {
+			req.StateSchemaVersion = cur
+		} else {
+			req.StateSchemaVersion = 1
+		}
+	}
+	state, err := s.checkState(req.State)
+	if err != nil {
+		return Run{}, false, err
+	}
+	if _, err := s.reg.CheckPath(req.WorkflowName, req.StateSchemaVersion); err != nil {
+		return Run{}, false, err
+	}
+	if err := s.reg.Validate(req.WorkflowName, req.StateSchemaVersion, state); err != nil {
+		return Run{}, false, err
+	}
+	req.State = state
+	nr := NewRun{
+		Run: Run{
+			TenantID:           tenantID,
+			RunID:              req.RunID,
+			WorkflowName:       req.WorkflowName,
+			WorkflowVersion:    req.WorkflowVersion,
+			StateSchemaVersion: req.StateSchemaVersion,
+			Status:             StatusRunning,
+			NextStep:           req.NextStep,
+			State:              state,
+			StateRevision:      1,
+		},
+		IdempotencyKey: idempotencyKey,
+	}
+	if idempotencyKey != "" {
+		nr.RequestDigest = RequestDigest(req)
+	}
+	r, created, err := s.store.CreateRun(ctx, nr)
+	if err != nil {
+		return Run{}, false, fmt.Errorf("create run %s: %w", req.RunID, err)
+	}
+	return r, created, nil
+}
+
+// Get returns a run as stored.
+func (s *Service) Get(ctx context.Context, tenantID, runID string) (Run, error) {
+	r, err := s.store.GetRun(ctx, tenantID, runID)
+	if err != nil {
+		return Run{}, fmt.Errorf("get run %s: %w", runID, err)
+	}
+	return r, nil
+}
+
+type cursor struct {
+	C int64  `json:"c"`
+	R string `json:"r"`
+}
+
+// EncodeCursor makes an opaque cursor from a keyset position.
+func EncodeCursor(createdAt time.Time, runID string) string {
+	b, _ := json.Marshal(cursor{C: createdAt.UnixMicro(), R: runID})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeCursor reads a cursor made by EncodeCursor.
+func DecodeCursor(c string) (time.Time, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", invalid("malformed cursor")
+	}
+	var cur cursor
+	if err := json.Unmarshal(b, &cur); err != nil || cur.R == "" {
+		return time.Time{}, "", invalid("malformed cursor")
+	}
+	return time.UnixMicro(cur.C).UTC(), cur.R, nil
+}
+
+// List returns a page of runs and the cursor of the next page ("" at the end).
+func (s *Service) List(ctx context.Context, tenantID string, status Status, workflow, cur string, limit int) ([]Run, string, error) {
+	if limit <= 0 {
+		limit = DefaultListSize
+	}
+	if limit > MaxListLimit {
+		return nil, "", invalid("limit must be at most %d", MaxListLimit)
+	}
+	if status != "" && !ValidStatus(status) {
+		return nil, "", invalid("unknown status %q", status)
+	}
+	f := ListFilter{Status: status, WorkflowName: workflow, Limit: limit + 1}
+	if cur != "" {
+		t, id, err := DecodeCursor(cur)
+		if err != nil {
+			return nil, "", err
+		}
+		f.AfterCreated, f.AfterRunID = t, id
+	}
+	runs, err := s.store.ListRuns(ctx, tenantID, f)
+	if err != nil {
+		return nil, "", fmt.Errorf("list runs: %w", err)
+	}
+	next := ""
+	if len(runs) > limit {
+		runs = runs[:limit]
+		last := runs[len(runs)-1]
+		next = EncodeCursor(last.CreatedAt, last.RunID)
+	}
+	return runs, next, nil
+}
+
+// Events returns events after seq `after`, at most limit.
+func (s *Service) Events(ctx context.Context, tenantID, runID string, after int64, limit int) ([]Event, error) {
+	if limit <= 0 {
+		limit = DefaultListSize
+	}
+	if limit > MaxListLimit {
+		return nil, invalid("limit must be at most %d", MaxListLimit)
+	}
+	if after < 0 {
+		return nil, invalid("after must not be negative")
+	}
+	if _, err := s.store.GetRun(ctx, tenantID, runID); err != nil {
+		return nil, fmt.Errorf("list events of run %s: %w", runID, err)
+	}
+	evs, err := s.store.ListEvents(ctx, tenantID, runID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of run %s: %w", runID, err)
+	}
+	return evs, nil
+}
+
+// AcquireLease takes (epoch 0) or renews (epoch > 0) the lease of a run.
+func (s *Service) AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (Lease, error) {
+	if err := ValidID("owner", owner); err != nil {
+		return Lease{}, err
+	}
+	if ttl < MinLeaseTTL || ttl > MaxLeaseTTL {
+		return Lease{}, invalid("lease ttl must be between %s and %s", MinLeaseTTL, MaxLeaseTTL)
+	}
+	if epoch < 0 {
+		return Lease{}, invalid("epoch must not be negative")
+	}
+	l, err := s.store.AcquireLease(ctx, tenantID, runID, owner, epoch, ttl)
+	if err != nil {
+		return Lease{}, fmt.Errorf("lease run %s for %s: %w", runID, owner, err)
+	}
+	return l, nil
+}
+
+// ReleaseLease gives the lease back.
+func (s *Service) ReleaseLease(ctx context.Context, tenantID, runID string, l Lease) error {
+	if err := ValidID("lease.owner", l.Owner); err != nil {
+		return err
+	}
+	if l.Epoch <= 0 {
+		return invalid("lease.epoch must be positive")
+	}
+	if err := s.store.ReleaseLease(ctx, tenantID, runID, l.Owner, l.Epoch); err != nil {
+		return fmt.Errorf("release lease of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// Commit validates a commit and hands it to the store, which applies it in
+// one transaction guarded by revision and lease.
+func (s *Service) Commit(ctx context.Context, tenantID, runID string, c CommitRequest) (Run, Event, error) {
+	sc, err := s.validateCommit(c)
+	if err != nil {
+		return Run{}, Event{}, err
+	}
+	r, ev, err := s.store.Commit(ctx, tenantID, runID, sc)
+	if err != nil {
+		return Run{}, Event{}, fmt.Errorf("commit run %s at revision %d: %w", runID, c.ExpectedRevision, err)
+	}
+	return r, ev, nil
+}
+
+func (s *Service) validateCommit(c CommitRequest) (StoreCommit, error) {
+	if c.ExpectedRevision < 1 {
+		return StoreCommit{}, invalid("expected_revision must be at least 1")
+	}
+	if err := ValidID("lease.owner", c.Lease.Owner); err != nil {
+		return StoreCommit{}, err
+	}
+	if c.Lease.Epoch < 1 {
+		return StoreCommit{}, invalid("lease.epoch must be at least 1")
+	}
+	if err := ValidID("event.event_type", c.Event.EventType); err != nil {
+		return StoreCommit{}, err
+	}
+	if strings.HasPrefix(c.Event.EventType, "run.") {
+		return StoreCommit{}, invalid("event types starting with \"run.\" are reserved")
+	}
+	if len(c.Event.StepID) > MaxIDLength || len(c.NextStep) > MaxIDLength {
+		return StoreCommit{}, invalid("step ids must be at most %d bytes", MaxIDLength)
+	}
+	if c.Event.Attempt < 0 {
+		return StoreCommit{}, invalid("event.attempt must not be negative")
+	}
+	if len(c.StatusReason) > 4096 {
+		return StoreCommit{}, invalid("status_reason must be at most 4096 bytes")
+	}
+	if c.StateSchemaVersion < 0 {
+		return StoreCommit{}, invalid("state_schema_version must not be negative")
+	}
+	payload := c.Event.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage(`{}`)
+	} else if !json.Valid(payload) {
+		return StoreCommit{}, invalid("event.payload must be valid JSON")
+	}
+	if len(payload) > s.maxState {
+		return StoreCommit{}, fmt.Errorf("%w: event payload %d bytes, limit %d", ErrStateTooLarge, len(payload), s.maxState)
+	}
+	if len(c.State) == 0 {
+		return StoreCommit{}, invalid("state is required (the whole new state, a JSON object)")
+	}
+	state, err := s.checkState(c.State)
+	if err != nil {
+		return StoreCommit{}, err
+	}
+	from := []Status{StatusRunning, StatusSuspended}
+	if c.Status != "" {
+		if !ValidStatus(c.Status) {
+			return StoreCommit{}, invalid("unknown status %q", c.Status)
+		}
+		from = AllowedFrom(c.Status)
+	}
+	ev := c.Event
+	ev.Payload = payload
+	return StoreCommit{
+		ExpectedRevision:   c.ExpectedRevision,
+		Owner:              c.Lease.Owner,
+		Epoch:              c.Lease.Epoch,
+		Event:              ev,
+		State:              state,
+		NextStep:           c.NextStep,
+		Status:             c.Status,
+		StatusReason:       c.StatusReason,
+		StateSchemaVersion: c.StateSchemaVersion,
+		FromStatuses:       from,
+	}, nil
+}
+
+// Checkpoint labels a revision of a run (the current one if revision is 0).
+func (s *Service) Checkpoint(ctx context.Context, tenantID, runID, label string, revision int64) (Checkpoint, error) {
+	if err := ValidID("label", label); err != nil {
+		return Checkpoint{}, err
+	}
+	if revision < 0 {
+		return Checkpoint{}, invalid("revision must not be negative")
+	}
+	if revision == 0 {
+		r, err := s.store.GetRun(ctx, tenantID, runID)
+		if err != nil {
+			return Checkpoint{}, fmt.Errorf("checkpoint run %s: %w", runID, err)
+		}
+		revision = r.StateRevision
+	}
+	cp, err := s.store.CreateCheckpoint(ctx, tenantID, runID, label, revision)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint run %s as %q: %w", runID, label, err)
+	}
+	return cp, nil
+}
+
+// Checkpoints lists a run's checkpoints.
+func (s *Service) Checkpoints(ctx context.Context, tenantID, runID string) ([]Checkpoint, error) {
+	if _, err := s.store.GetRun(ctx, tenantID, runID); err != nil {
+		return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
+	}
+	cps, err := s.store.ListCheckpoints(ctx, tenantID, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
+	}
+	return cps, nil
+}
+
+// ForkRequest names where a fork starts: a revision or a checkpoint label.
+type ForkRequest struct {
+	FromRevision int64  `json:"from_revision,omitempty"`
+	Checkpoint   string `json:"checkpoint,omitempty"`
+	RunID        string `json:"run_id,omitempty"`
+}
+
+// Fork makes a new run from a past revision or checkpoint of a run.
+func (s *Service) Fork(ctx context.Context, tenantID, runID string, req ForkRequest) (Run, error) {
+	if (req.FromRevision == 0) == (req.Checkpoint == "") {
+		return Run{}, invalid("name exactly one of from_revision or checkpoint")
+	}
+	if req.FromRevision < 0 {
+		return Run{}, invalid("from_revision must be positive")
+	}
+	if req.RunID == "" {
+		req.RunID = uuid.Must(uuid.NewV7()).String()
+	} else if err := ValidID("run_id", req.RunID); err != nil {
+		return Run{}, err
+	}
+	rev := req.FromRevision
+	if req.Checkpoint != "" {
+		cp, err := s.store.GetCheckpoint(ctx, tenantID, runID, req.Checkpoint)
+		if err != nil {
+			return Run{}, fmt.Errorf("fork run %s from checkpoint %q: %w", runID, req.Checkpoint, err)
+		}
+		rev = cp.Revision
+	}
+	nr := NewRun{Run: Run{TenantID: tenantID, RunID: req.RunID, ParentRunID: runID, ParentRevision: rev}}
+	r, err := s.store.Fork(ctx, tenantID, runID, rev, nr)
+	if err != nil {
+		return Run{}, fmt.Errorf("fork run %s at revision %d: %w", runID, rev, err)
+	}
+	return r, nil
+}
+
+// CheckSchema refuses a run whose state schema version cannot be brought to
+// the version its workflow's code expects.
+func (s *Service) CheckSchema(r Run) error {
+	if _, err := s.reg.CheckPath(r.WorkflowName, r.StateSchemaVersion); err != nil {
+		return fmt.Errorf("run %s: %w", r.RunID, err)
+	}
+	return nil
+}
+
+// Migrate brings a run's state to its workflow's current schema version,
+// one version at a time with validation, and records the migration as a
+// state.migrated event carrying digests before and after. The caller must
+// hold the lease. A run already current is returned unchanged.
+func (s *Service) Migrate(ctx context.Context, tenantID, runID string, l Lease) (Run, error) {
+	r, err := s.Get(ctx, tenantID, runID)
+	if err != nil {
+		return Run{}, err
+	}
+	target, err := s.reg.CheckPath(r.WorkflowName, r.StateSchemaVersion)
+	if err != nil {
+		return Run{}, fmt.Errorf("migrate run %s: %w", runID, err)
+	}
+	if target == r.StateSchemaVersion {
+		return r, nil
+	}
+	state, steps, err := s.reg.Migrate(r.WorkflowName, r.StateSchemaVersion, r.State)
+	if err != nil {
+		return Run{}, fmt.Errorf("migrate run %s: %w", runID, err)
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"from": r.StateSchemaVersion, "to": target,
+		"digest_before": Digest(r.State), "digest_after": Digest(state),
+		"steps": steps,
+	})
+	sc, err := s.validateCommit(CommitRequest{
+		ExpectedRevision: r.StateRevision, Lease: l, State: state, NextStep: r.NextStep,
+		StateSchemaVersion: target, Event: EventInput{EventType: EventStateMigrated, Payload: payload},
+	})
+	if err != nil {
+		return Run{}, fmt.Errorf("migrate run %s: %w", runID, err)
+	}
+	nr, _, err := s.store.Commit(ctx, tenantID, runID, sc)
+	if err != nil {
+		return Run{}, fmt.Errorf("migrate run %s: %w", runID, err)
+	}
+	return nr, nil
+}
+
+// Retain deletes terminal runs last updated longer than maxAge ago, in
+// batches, and returns how many were deleted.
+func (s *Service) Retain(ctx context.Context, maxAge time.Duration, now time.Time) (int, error) {
+	if maxAge <= 0 {
+		return 0, invalid("retention age must be positive")
+	}
+	cutoff := now.Add(-maxAge)
+	total := 0
+	for {
+		n, err := s.store.DeleteTerminalBefore(ctx, cutoff, 500)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("retention before %s: %w", cutoff.Format(time.RFC3339), err)
+		}
+		if n < 500 {
+			return total, nil
+		}
+	}
+}
+
+// IsConflict reports whether err is a revision or lease conflict (HTTP 409).
+func IsConflict(err error) bool {
+	return errors.Is(err, ErrRevisionConflict) || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrLeaseHeld)
+}

@@ -1,0 +1,70 @@
+package run
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists runs. Every method is scoped by tenant first; a run of
+// another tenant is ErrNotFound. Implementations live under store/ and must
+// pass storetest.RunStore. Times are kept to microsecond precision.
+type Store interface {
+	// CreateRun inserts the run (its StateRevision is 1) and its first event,
+	// EventRunCreated at seq 1, atomically. With a non-empty IdempotencyKey an
+	// earlier run created under the same key is returned with created=false if
+	// its RequestDigest matches, else ErrIdempotencyMismatch. A clashing run id
+	// is ErrAlreadyExists.
+	CreateRun(ctx context.Context, nr NewRun) (r Run, created bool, err error)
+
+	GetRun(ctx context.Context, tenantID, runID string) (Run, error)
+
+	// ListRuns orders by (created_at, run_id) ascending, strictly after the
+	// filter's keyset position, at most f.Limit rows.
+	ListRuns(ctx context.Context, tenantID string, f ListFilter) ([]Run, error)
+
+	// ListEvents returns events with seq > afterSeq in order, at most limit.
+	ListEvents(ctx context.Context, tenantID, runID string, afterSeq int64, limit int) ([]Event, error)
+
+	// GetEvent returns the event at seq, with its snapshot (State, NextStep, Status, StateSchemaVersion).
+	GetEvent(ctx context.Context, tenantID, runID string, seq int64) (Event, error)
+
+	// AcquireLease takes or renews the run's lease, atomically.
+	//   epoch == 0: take it if free or expired (epoch+1); if owner already holds
+	//     it unexpired, extend it with the same epoch; held by another: ErrLeaseHeld.
+	//   epoch > 0: renew; only if owner and epoch match and it has not expired,
+	//     else ErrLeaseLost.
+	// A terminal run is ErrRunNotActive.
+	AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (Lease, error)
+
+	// ReleaseLease frees the lease if owner and epoch match (ErrLeaseLost otherwise).
+	// The epoch is kept so the next owner gets epoch+1.
+	ReleaseLease(ctx context.Context, tenantID, runID, owner string, epoch int64) error
+
+	// Commit appends c.Event at seq ExpectedRevision+1 with the snapshot, and
+	// sets state, next step, status (unchanged if c.Status is empty), status
+	// reason and schema version (unchanged if 0), revision+1, in ONE
+	// transaction, only if: the revision matches, the lease owner and epoch
+	// match and the lease has not expired, and the current status is in
+	// c.FromStatuses. Otherwise nothing changes and the error tells which check
+	// failed, in this order: ErrNotFound, ErrInvalidTransition, ErrLeaseLost,
+	// ErrRevisionConflict. It returns the run as committed and the new event.
+	Commit(ctx context.Context, tenantID, runID string, c StoreCommit) (Run, Event, error)
+
+	// CreateCheckpoint labels revision (which must exist: ErrRevisionNotFound);
+	// a label is unique per run (ErrCheckpointExists).
+	CreateCheckpoint(ctx context.Context, tenantID, runID, label string, revision int64) (Checkpoint, error)
+	ListCheckpoints(ctx context.Context, tenantID, runID string) ([]Checkpoint, error)
+	GetCheckpoint(ctx context.Context, tenantID, runID, label string) (Checkpoint, error)
+
+	// Fork creates nr.Run as a copy of source run at revision: events 1..revision
+	// are copied, and state, next step, status and schema version are those of
+	// the snapshot at that revision. nr.Run carries the new id, parent fields,
+	// and the lease cleared; its status is taken from the snapshot unless it is
+	// terminal, in which case the fork is suspended.
+	Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr NewRun) (Run, error)
+
+	// DeleteTerminalBefore deletes runs in a terminal status last updated before
+	// cutoff, with their events and checkpoints, across tenants, at most limit
+	// runs per call. It returns how many runs were deleted.
+	DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
+}
