@@ -99,6 +99,9 @@ func RequestDigest(v any) string {
 
 // Create makes a new run in status running at revision 1.
 func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest, idempotencyKey string) (Run, bool, error) {
+	// The digest covers the request as sent: a retry without run_id must match
+	// the first attempt, whose generated id and defaults it cannot know.
+	digest := RequestDigest(req)
 	if req.RunID == "" {
 		req.RunID = uuid.Must(uuid.NewV7()).String()
 	} else if err := ValidID("run_id", req.RunID); err != nil {
@@ -136,7 +139,6 @@ func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest
 	if err := s.reg.Validate(req.WorkflowName, req.StateSchemaVersion, state); err != nil {
 		return Run{}, false, err
 	}
-	req.State = state
 	nr := NewRun{
 		Run: Run{
 			TenantID:           tenantID,
@@ -152,7 +154,7 @@ func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest
 		IdempotencyKey: idempotencyKey,
 	}
 	if idempotencyKey != "" {
-		nr.RequestDigest = RequestDigest(req)
+		nr.RequestDigest = digest
 	}
 	r, created, err := s.store.CreateRun(ctx, nr)
 	if err != nil {

@@ -6,14 +6,17 @@ import (
 )
 
 // Store persists runs. Every method is scoped by tenant first; a run of
-// another tenant is ErrNotFound. Implementations live under store/ and must
-// pass storetest.RunStore. Times are kept to microsecond precision.
+// another tenant is ErrNotFound, on every method that names a run (a list
+// of an unknown run's events or checkpoints is ErrNotFound, not empty).
+// Implementations live under store/ and must pass storetest.RunStoreSuite.
+// Times are kept to microsecond precision.
 type Store interface {
 	// CreateRun inserts the run (its StateRevision is 1) and its first event,
 	// EventRunCreated at seq 1, atomically. With a non-empty IdempotencyKey an
 	// earlier run created under the same key is returned with created=false if
-	// its RequestDigest matches, else ErrIdempotencyMismatch. A clashing run id
-	// is ErrAlreadyExists.
+	// its RequestDigest matches, else ErrIdempotencyMismatch (the key is looked
+	// up before the run id). A clashing run id is ErrAlreadyExists.
+	// Concurrent creates with one key yield one run.
 	CreateRun(ctx context.Context, nr NewRun) (r Run, created bool, err error)
 
 	GetRun(ctx context.Context, tenantID, runID string) (Run, error)
@@ -23,9 +26,12 @@ type Store interface {
 	ListRuns(ctx context.Context, tenantID string, f ListFilter) ([]Run, error)
 
 	// ListEvents returns events with seq > afterSeq in order, at most limit.
+	// The snapshot fields (State, NextStep, Status, StateSchemaVersion) may be
+	// left empty: GetEvent is the way to read a snapshot.
 	ListEvents(ctx context.Context, tenantID, runID string, afterSeq int64, limit int) ([]Event, error)
 
-	// GetEvent returns the event at seq, with its snapshot (State, NextStep, Status, StateSchemaVersion).
+	// GetEvent returns the event at seq, with its snapshot (State, NextStep,
+	// Status, StateSchemaVersion); a seq not in the log is ErrRevisionNotFound.
 	GetEvent(ctx context.Context, tenantID, runID string, seq int64) (Event, error)
 
 	// AcquireLease takes or renews the run's lease, atomically.
@@ -53,14 +59,18 @@ type Store interface {
 	// CreateCheckpoint labels revision (which must exist: ErrRevisionNotFound);
 	// a label is unique per run (ErrCheckpointExists).
 	CreateCheckpoint(ctx context.Context, tenantID, runID, label string, revision int64) (Checkpoint, error)
+	// ListCheckpoints orders by revision, then label.
 	ListCheckpoints(ctx context.Context, tenantID, runID string) ([]Checkpoint, error)
+	// GetCheckpoint of an unknown label is ErrCheckpointNotFound.
 	GetCheckpoint(ctx context.Context, tenantID, runID, label string) (Checkpoint, error)
 
 	// Fork creates nr.Run as a copy of source run at revision: events 1..revision
 	// are copied, and state, next step, status and schema version are those of
 	// the snapshot at that revision. nr.Run carries the new id, parent fields,
 	// and the lease cleared; its status is taken from the snapshot unless it is
-	// terminal, in which case the fork is suspended.
+	// terminal, in which case the fork is suspended. A revision not in the
+	// source's log is ErrRevisionNotFound; a taken new run id ErrAlreadyExists.
+	// Copied events keep their created_at.
 	Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr NewRun) (Run, error)
 
 	// DeleteTerminalBefore deletes runs in a terminal status last updated before

@@ -1,0 +1,406 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of a commit benchmark.
+const (
+	DefaultDuration = 5 * time.Second
+	DefaultRounds   = 3
+	// Tenant owns every run the benchmark creates.
+	Tenant = "bench"
+)
+
+// DefaultConcurrency are the numbers of concurrent committers measured.
+var DefaultConcurrency = []int{1, 16}
+
+// Target names, as they appear in reports.
+const (
+	TargetPostgresFloor  = "postgres-floor"
+	TargetPostgresEngine = "postgres-engine"
+	TargetPostgresHTTP   = "postgres-http"
+	TargetSQLiteFloor    = "sqlite-floor"
+	TargetSQLiteEngine   = "sqlite-engine"
+	TargetDBOS           = "dbos"
+)
+
+// CommitConfig configures RunCommit.
+type CommitConfig struct {
+	// PostgresURL is the database of the PostgreSQL targets and the peer.
+	// The benchmark works in a schema of its own, dropped at the end.
+	PostgresURL string
+	// Duration is the measured time of each measurement (0: DefaultDuration).
+	Duration time.Duration
+	// Warmup runs before each measurement, unmeasured (0: Duration/10;
+	// negative: none).
+	Warmup time.Duration
+	// Rounds repeats every measurement, interleaved, and reports the median
+	// (0: DefaultRounds).
+	Rounds int
+	// Concurrency lists the numbers of concurrent committers (nil: 1 and 16).
+	Concurrency []int
+	// SkipHTTP and SkipSQLite leave those targets out.
+	SkipHTTP   bool
+	SkipSQLite bool
+	// Peer runs DBOS Transact beside Memento; see PeerConfig.
+	Peer PeerConfig
+	// Progress receives a line per measurement (nil: nothing).
+	Progress io.Writer
+}
+
+// Measurement is one target at one concurrency.
+type Measurement struct {
+	Target      string `json:"target"`
+	Concurrency int    `json:"concurrency"`
+	// OpsPerSec is the median over rounds of step commits per second.
+	OpsPerSec float64 `json:"ops_per_sec"`
+	// Rounds holds each round's ops per second, in order.
+	Rounds []float64 `json:"rounds"`
+}
+
+// Ratio compares two targets at one concurrency, from the same run.
+type Ratio struct {
+	Name        string `json:"name"`
+	Concurrency int    `json:"concurrency"`
+	// Value is the median over rounds of the ratio within each round.
+	Value  float64   `json:"value"`
+	Rounds []float64 `json:"rounds"`
+	// Goal is the ratio the issue asks for (0: none).
+	Goal float64 `json:"goal,omitempty"`
+}
+
+// CommitReport is the result of RunCommit.
+type CommitReport struct {
+	Postgres     string        `json:"postgres"`
+	PoolMaxConns int           `json:"pool_max_conns"`
+	Duration     time.Duration `json:"duration_ns"`
+	Warmup       time.Duration `json:"warmup_ns"`
+	Rounds       int           `json:"rounds"`
+	Concurrency  []int         `json:"concurrency"`
+	NumCPU       int           `json:"num_cpu"`
+	GoVersion    string        `json:"go_version"`
+	Peer         *PeerInfo     `json:"peer,omitempty"`
+	Results      []Measurement `json:"results"`
+	Ratios       []Ratio       `json:"ratios"`
+}
+
+// stepper commits the next step of the one run it owns. A stepper is used
+// by one goroutine at a time.
+type stepper func(ctx context.Context) error
+
+// target is something whose step commits are measured.
+type target struct {
+	name string
+	// prepare makes n runs, each with its lease held, and returns one stepper
+	// per run. Nothing it does is timed.
+	prepare func(ctx context.Context, n int) ([]stepper, error)
+}
+
+func (c *CommitConfig) fill() error {
+	if c.PostgresURL == "" {
+		return errors.New("a PostgreSQL URL is required")
+	}
+	if c.Duration <= 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Warmup == 0 {
+		c.Warmup = c.Duration / 10
+	}
+	if c.Warmup < 0 {
+		c.Warmup = 0
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = DefaultRounds
+	}
+	if len(c.Concurrency) == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	for _, n := range c.Concurrency {
+		if n < 1 {
+			return fmt.Errorf("concurrency %d: must be at least 1", n)
+		}
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return nil
+}
+
+// RunCommit measures step commits per second of every target at every
+// concurrency, interleaving targets within each round, and the ratios
+// between them. It leaves no schema, file or process behind.
+func RunCommit(ctx context.Context, cfg CommitConfig) (rep CommitReport, err error) {
+	if err := cfg.fill(); err != nil {
+		return rep, fmt.Errorf("bench commit: %w", err)
+	}
+	pool := max(slices.Max(cfg.Concurrency), 4)
+	rep = CommitReport{
+		Postgres: redactURL(cfg.PostgresURL), PoolMaxConns: pool,
+		Duration: cfg.Duration, Warmup: cfg.Warmup, Rounds: cfg.Rounds,
+		Concurrency: cfg.Concurrency, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
+	}
+
+	var closers []func()
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+
+	pg, err := openPostgres(ctx, cfg.PostgresURL, pool)
+	if err != nil {
+		return rep, fmt.Errorf("bench commit: %w", err)
+	}
+	closers = append(closers, pg.close)
+	targets := []target{pg.floor(), pg.engine()}
+	if !cfg.SkipHTTP {
+		h, err := startHTTP(ctx, pg.url)
+		if err != nil {
+			return rep, fmt.Errorf("bench commit: %w", err)
+		}
+		closers = append(closers, h.close)
+		targets = append(targets, h.target(TargetPostgresHTTP))
+	}
+	if !cfg.SkipSQLite {
+		sq, err := openSQLite(ctx)
+		if err != nil {
+			return rep, fmt.Errorf("bench commit: %w", err)
+		}
+		closers = append(closers, sq.close)
+		targets = append(targets, sq.floor(), sq.engine())
+	}
+	var peer *peerRunner
+	if !cfg.Peer.Skip {
+		peer, err = preparePeer(ctx, cfg.Peer, cfg.Progress)
+		if err != nil {
+			return rep, fmt.Errorf("bench commit: %w", err)
+		}
+		closers = append(closers, peer.close)
+	}
+
+	rounds := map[string][]float64{} // key: target@concurrency
+	key := func(name string, c int) string { return name + "@" + strconv.Itoa(c) }
+	for r := 0; r < cfg.Rounds; r++ {
+		order := slices.Clone(targets)
+		if r%2 == 1 {
+			// Alternate the order so that drift (cache, autovacuum,
+			// table growth) does not always favour the same target.
+			slices.Reverse(order)
+		}
+		for _, c := range cfg.Concurrency {
+			for _, t := range order {
+				ops, err := measureTarget(ctx, t, c, cfg.Warmup, cfg.Duration)
+				if err != nil {
+					return rep, fmt.Errorf("bench commit: %s at concurrency %d: %w", t.name, c, err)
+				}
+				rounds[key(t.name, c)] = append(rounds[key(t.name, c)], ops)
+				fmt.Fprintf(cfg.Progress, "round %d/%d  %-16s c=%-3d %10.0f commits/s\n", r+1, cfg.Rounds, t.name, c, ops)
+			}
+		}
+		if peer != nil {
+			pr, err := peer.run(ctx, cfg.PostgresURL, cfg.Concurrency, cfg.Warmup, cfg.Duration)
+			if err != nil {
+				return rep, fmt.Errorf("bench commit: %w", err)
+			}
+			rep.Peer = &pr.info
+			for _, c := range cfg.Concurrency {
+				v, ok := pr.stepsPerSec[c]
+				if !ok {
+					return rep, fmt.Errorf("bench commit: the peer reported no result at concurrency %d", c)
+				}
+				rounds[key(TargetDBOS, c)] = append(rounds[key(TargetDBOS, c)], v)
+				fmt.Fprintf(cfg.Progress, "round %d/%d  %-16s c=%-3d %10.0f steps/s\n", r+1, cfg.Rounds, TargetDBOS, c, v)
+			}
+		}
+	}
+
+	names := make([]string, 0, len(targets)+1)
+	for _, t := range targets {
+		names = append(names, t.name)
+	}
+	if peer != nil {
+		names = append(names, TargetDBOS)
+	}
+	for _, n := range names {
+		for _, c := range cfg.Concurrency {
+			rs := rounds[key(n, c)]
+			rep.Results = append(rep.Results, Measurement{Target: n, Concurrency: c, OpsPerSec: Median(rs), Rounds: rs})
+		}
+	}
+	// A ratio pairs the two targets round by round (measured minutes apart
+	// at most, so drift of the machine cancels out) and takes the median.
+	ratio := func(name, num, den string, goal func(c int) float64) {
+		for _, c := range cfg.Concurrency {
+			a, b := rounds[key(num, c)], rounds[key(den, c)]
+			if len(a) == 0 || len(a) != len(b) {
+				continue
+			}
+			per := make([]float64, len(a))
+			for i := range a {
+				if b[i] == 0 {
+					return
+				}
+				per[i] = a[i] / b[i]
+			}
+			rep.Ratios = append(rep.Ratios, Ratio{Name: name, Concurrency: c, Value: Median(per), Rounds: per, Goal: goal(c)})
+		}
+	}
+	none := func(int) float64 { return 0 }
+	ratio("engine/floor", TargetPostgresEngine, TargetPostgresFloor, func(int) float64 { return 0.85 })
+	ratio("http/floor", TargetPostgresHTTP, TargetPostgresFloor, func(c int) float64 {
+		if c >= 16 {
+			return 0.6
+		}
+		return 0
+	})
+	ratio("sqlite engine/sqlite floor", TargetSQLiteEngine, TargetSQLiteFloor, none)
+	ratio("memento engine/dbos", TargetPostgresEngine, TargetDBOS, none)
+	ratio("memento http/dbos", TargetPostgresHTTP, TargetDBOS, none)
+	return rep, nil
+}
+
+// measureTarget prepares c fresh runs and measures their commits.
+func measureTarget(ctx context.Context, t target, c int, warmup, d time.Duration) (float64, error) {
+	steppers, err := t.prepare(ctx, c)
+	if err != nil {
+		return 0, fmt.Errorf("prepare %d runs: %w", c, err)
+	}
+	n, err := measure(ctx, steppers, warmup, d)
+	if err != nil {
+		return 0, err
+	}
+	return float64(n) / d.Seconds(), nil
+}
+
+// measure runs every stepper in its own goroutine, back to back, through a
+// warmup and then d, and counts the commits that completed within d.
+func measure(ctx context.Context, steppers []stepper, warmup, d time.Duration) (int64, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	from := time.Now().Add(warmup)
+	until := from.Add(d)
+	var ops atomic.Int64
+	var wg sync.WaitGroup
+	for _, s := range steppers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if err := s(ctx); err != nil {
+					cancel(err)
+					return
+				}
+				now := time.Now()
+				if now.After(until) {
+					return
+				}
+				if !now.Before(from) {
+					ops.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Only a failed stepper or the caller cancels before the deferred cancel.
+	if cause := context.Cause(ctx); cause != nil {
+		return 0, cause
+	}
+	return ops.Load(), nil
+}
+
+// stepInput is the work of step i of a run: the whole new state (about 160
+// bytes of JSON, a typical small agent state), the event payload and the
+// step ids. Every target commits exactly these bytes.
+func stepInput(i int64) (state, payload []byte, stepID, next string) {
+	n := strconv.FormatInt(i, 10)
+	state = []byte(`{"step":` + n + `,"messages":3,"budget":{"tokens":12000,"usd":0.42},"last_tool":"search","cursor":"c-` + n + `","notes":"benchmark state"}`)
+	payload = []byte(`{"tool":"search","ok":true,"n":` + n + `}`)
+	return state, payload, "step-" + n, "step-" + strconv.FormatInt(i+1, 10)
+}
+
+// EventType is the type of every event the benchmark commits.
+const EventType = "step.completed"
+
+// Median returns the median of xs (0 for none).
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// withPoolSize sets pgxpool's pool_max_conns to n unless the URL sets it,
+// so that every PostgreSQL target (floor, engine, server) has a connection
+// per committer, and none is measured waiting for a pool slot.
+func withPoolSize(raw string, n int) (string, error) {
+	if strings.Contains(raw, "pool_max_conns") {
+		return raw, nil
+	}
+	if !strings.Contains(raw, "://") {
+		return raw + " pool_max_conns=" + strconv.Itoa(n), nil // key=value DSN
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("parse PostgreSQL URL: %w", err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(n))
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// redactURL hides a password in a URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxx")
+	}
+	return u.String()
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r CommitReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Lookup returns the median ops per second of a target at a concurrency.
+func (r CommitReport) Lookup(target string, c int) (float64, bool) {
+	for _, m := range r.Results {
+		if m.Target == target && m.Concurrency == c {
+			return m.OpsPerSec, true
+		}
+	}
+	return 0, false
+}
+
+// RatioOf returns a named ratio at a concurrency.
+func (r CommitReport) RatioOf(name string, c int) (Ratio, bool) {
+	for _, x := range r.Ratios {
+		if x.Name == name && x.Concurrency == c {
+			return x, true
+		}
+	}
+	return Ratio{}, false
+}

@@ -1,0 +1,246 @@
+// Command dbospeer measures DBOS Transact for Go, the nearest peer of
+// Memento's durable runs: workflows of no-op steps against PostgreSQL, at
+// the given concurrencies, printed as JSON steps per second.
+//
+// It lives in its own module so Memento's module never depends on DBOS;
+// `memento bench commit` builds and runs it beside its own measurements.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	"github.com/jackc/pgx/v5"
+)
+
+const dbosModule = "github.com/dbos-inc/dbos-transact-golang"
+
+// Result is one measurement at one concurrency.
+type Result struct {
+	Concurrency int     `json:"concurrency"`
+	Workflows   int64   `json:"workflows"`
+	Steps       int64   `json:"steps"`
+	Seconds     float64 `json:"seconds"`
+	StepsPerSec float64 `json:"steps_per_sec"`
+	// WorkflowsPerSec counts whole workflows (start, steps, completion).
+	WorkflowsPerSec float64 `json:"workflows_per_sec"`
+}
+
+// Report is what the program prints on stdout.
+type Report struct {
+	Peer             string   `json:"peer"`
+	Version          string   `json:"version"`
+	StepsPerWorkflow int      `json:"steps_per_workflow"`
+	Schema           string   `json:"schema"`
+	Results          []Result `json:"results"`
+}
+
+type options struct {
+	url         string
+	schema      string
+	duration    time.Duration
+	steps       int
+	concurrency []int
+	keep        bool
+	warmup      time.Duration
+}
+
+func main() {
+	var o options
+	var conc string
+	flag.StringVar(&o.url, "postgres", envOr("MEMENTO_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL (DBOS's system database)")
+	flag.StringVar(&o.schema, "schema", "", "schema for DBOS's system tables (default: a new dbos_bench_<hex>; dropped at exit unless -keep)")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per concurrency")
+	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time per concurrency before measuring")
+	flag.IntVar(&o.steps, "steps", 10, "no-op steps per workflow")
+	flag.StringVar(&conc, "concurrency", "1,16", "comma-separated numbers of concurrent workflow runners")
+	flag.BoolVar(&o.keep, "keep", false, "keep the schema and its tables at exit")
+	flag.Parse()
+	for _, s := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "dbospeer: bad -concurrency %q\n", conc)
+			os.Exit(2)
+		}
+		o.concurrency = append(o.concurrency, n)
+	}
+	if o.schema == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.schema = "dbos_bench_" + hex.EncodeToString(b[:])
+	}
+	if o.steps < 1 {
+		fmt.Fprintln(os.Stderr, "dbospeer: -steps must be at least 1")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dbospeer: %v\n", err)
+		os.Exit(1)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		fmt.Fprintf(os.Stderr, "dbospeer: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func noop(context.Context) (int, error) { return 0, nil }
+
+// The workflow's step count comes from its input, so one registration serves every run.
+func workflow(ctx dbos.Context, steps int) (int, error) {
+	for i := 0; i < steps; i++ {
+		if _, err := dbos.RunAsStep(ctx, noop, dbos.WithStepName("noop")); err != nil {
+			return i, fmt.Errorf("step %d: %w", i, err)
+		}
+	}
+	return steps, nil
+}
+
+func run(ctx context.Context, o options) (rep Report, err error) {
+	if !o.keep {
+		// Drop what DBOS created even if it failed half way.
+		defer func() {
+			if derr := dropSchema(context.WithoutCancel(ctx), o.url, o.schema); derr != nil && err == nil {
+				err = derr
+			}
+		}()
+	}
+	dctx, err := dbos.NewContext(ctx, dbos.Config{
+		AppName:        "memento-bench-dbospeer",
+		DatabaseURL:    o.url,
+		DatabaseSchema: o.schema,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return rep, fmt.Errorf("open DBOS on %s: %w", redact(o.url), err)
+	}
+	defer dbos.Shutdown(dctx, 10*time.Second)
+	dbos.RegisterWorkflow(dctx, workflow)
+	if err := dbos.Launch(dctx); err != nil {
+		return rep, fmt.Errorf("launch DBOS: %w", err)
+	}
+	rep = Report{Peer: dbosModule, Version: dbosVersion(), StepsPerWorkflow: o.steps, Schema: o.schema}
+	for _, c := range o.concurrency {
+		if o.warmup > 0 {
+			if _, err := measure(dctx, c, o.steps, o.warmup); err != nil {
+				return rep, err
+			}
+		}
+		r, err := measure(dctx, c, o.steps, o.duration)
+		if err != nil {
+			return rep, err
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	return rep, nil
+}
+
+// measure runs c workers, each starting workflows one after another and
+// waiting for each to finish, until d has passed; a workflow counts if it
+// finished within d.
+func measure(dctx dbos.Context, c, steps int, d time.Duration) (Result, error) {
+	var wfs atomic.Int64
+	var firstErr error
+	var once sync.Once
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < c; w++ {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				h, err := dbos.RunWorkflow(dctx, workflow, steps)
+				if err == nil {
+					_, err = h.GetResult()
+				}
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				if time.Now().Before(deadline) {
+					wfs.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return Result{}, fmt.Errorf("run workflow at concurrency %d: %w", c, firstErr)
+	}
+	secs := min(time.Since(start), d).Seconds()
+	n := wfs.Load()
+	return Result{
+		Concurrency:     c,
+		Workflows:       n,
+		Steps:           n * int64(steps),
+		Seconds:         secs,
+		StepsPerSec:     float64(n*int64(steps)) / secs,
+		WorkflowsPerSec: float64(n) / secs,
+	}, nil
+}
+
+func dropSchema(ctx context.Context, url, schema string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connect to drop schema %s: %w", schema, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("drop schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+func dbosVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	for _, d := range bi.Deps {
+		if d.Path == dbosModule {
+			if d.Replace != nil {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "unknown"
+}
+
+// redact hides a password in a URL for error messages.
+func redact(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if j := strings.Index(u[i+3:], "@"); j >= 0 {
+			cred := u[i+3 : i+3+j]
+			if k := strings.Index(cred, ":"); k >= 0 {
+				return u[:i+3] + cred[:k] + ":***" + u[i+3+j:]
+			}
+		}
+	}
+	return u
+}

@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/server"
+)
+
+// httpBench is a Memento server on a loopback port, in this process, over
+// its own engine on the benchmark's PostgreSQL schema, and a Go client.
+type httpBench struct {
+	eng    *memento.Engine
+	cl     *client.Client
+	cancel context.CancelFunc
+	done   chan error
+	seq    int
+}
+
+// startHTTP serves the API on 127.0.0.1 (an ephemeral port) from an
+// engine opened on pgURL, as `memento serve --postgres` would.
+func startHTTP(ctx context.Context, pgURL string) (*httpBench, error) {
+	eng, err := memento.Open(ctx, memento.Config{PostgresURL: pgURL})
+	if err != nil {
+		return nil, fmt.Errorf("open server engine: %w", err)
+	}
+	// The server logs every request as it does in production; the lines
+	// are formatted (that cost is measured) and then discarded.
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	srv, err := server.New(server.Options{Engine: eng, Logger: log})
+	if err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("start server: %w", err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("start server: %w", err)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h := &httpBench{eng: eng, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- srv.Serve(sctx, ln) }()
+	h.cl, err = client.New("http://" + ln.Addr().String())
+	if err != nil {
+		h.close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// close stops the server (draining requests) and then its engine.
+func (h *httpBench) close() {
+	h.cancel()
+	<-h.done
+	_ = h.eng.Close()
+}
+
+// target commits through the client, over HTTP, to the server.
+func (h *httpBench) target(name string) target {
+	return target{name: name, prepare: func(ctx context.Context, n int) ([]stepper, error) {
+		h.seq++
+		state, _, _, _ := stepInput(0)
+		out := make([]stepper, n)
+		for i := range out {
+			id := "http-" + strconv.Itoa(h.seq) + "-" + strconv.Itoa(i) + "-" + randHex(4)
+			r, _, err := h.cl.CreateRun(ctx, run.CreateRequest{
+				RunID: id, WorkflowName: "bench", WorkflowVersion: "1", State: state, NextStep: "step-1",
+			})
+			if err != nil {
+				return nil, err
+			}
+			lease, err := h.cl.AcquireLease(ctx, id, "bench-worker-"+strconv.Itoa(i), leaseTTL)
+			if err != nil {
+				return nil, err
+			}
+			rev := r.StateRevision
+			out[i] = func(ctx context.Context) error {
+				state, payload, stepID, next := stepInput(rev)
+				res, err := h.cl.Commit(ctx, id, run.CommitRequest{
+					ExpectedRevision: rev, Lease: lease,
+					Event: run.EventInput{EventType: EventType, StepID: stepID, Attempt: 1, Payload: payload},
+					State: state, NextStep: next,
+				})
+				if err != nil {
+					return err
+				}
+				if res.Run.StateRevision != rev+1 {
+					return errors.New("commit over HTTP answered revision " + strconv.FormatInt(res.Run.StateRevision, 10) + ", want " + strconv.FormatInt(rev+1, 10))
+				}
+				rev = res.Run.StateRevision
+				return nil
+			}
+		}
+		return out, nil
+	}}
+}

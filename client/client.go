@@ -1,0 +1,164 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client talks to one Memento server. It is safe for concurrent use.
+type Client struct {
+	base      *url.URL
+	hc        *http.Client
+	apiKey    string
+	userAgent string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithAPIKey sends the key as a Bearer token on every request.
+func WithAPIKey(key string) Option { return func(c *Client) { c.apiKey = key } }
+
+// WithHTTPClient replaces the default http.Client (30s timeout).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// New returns a client for the server at baseURL (e.g. http://127.0.0.1:7700).
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("client: server URL %q: %w", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("client: server URL %q must be http(s)://host[:port]", baseURL)
+	}
+	c := &Client{base: u, hc: &http.Client{Timeout: 30 * time.Second}, userAgent: "memento-go-client/1"}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// BaseURL returns the server URL the client talks to.
+func (c *Client) BaseURL() string { return c.base.String() }
+
+// CallOption adjusts one request.
+type CallOption func(*request)
+
+// IdempotencyKey makes a create safe to retry: the server answers a repeat
+// with the same key and body with the resource created the first time.
+func IdempotencyKey(key string) CallOption {
+	return func(r *request) { r.header.Set("Idempotency-Key", key) }
+}
+
+// Header sets an extra request header.
+func Header(name, value string) CallOption {
+	return func(r *request) { r.header.Set(name, value) }
+}
+
+// request is one call, built by the typed methods and the domain files.
+type request struct {
+	method string
+	path   string // already escaped
+	query  url.Values
+	body   any
+	header http.Header
+}
+
+// Response is what do reports besides the decoded body.
+type Response struct {
+	Status int
+	Header http.Header
+}
+
+// do sends a request and decodes a 2xx JSON body into out (if out is not
+// nil); any other status becomes an *Error.
+func (c *Client) do(ctx context.Context, req request, out any, opts ...CallOption) (Response, error) {
+	if req.header == nil {
+		req.header = http.Header{}
+	}
+	for _, o := range opts {
+		o(&req)
+	}
+	u := *c.base
+	u.Path = strings.TrimRight(c.base.Path, "/") + req.path
+	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + req.path
+	if len(req.query) > 0 {
+		u.RawQuery = req.query.Encode()
+	}
+	var body io.Reader
+	if req.body != nil {
+		b, err := json.Marshal(req.body)
+		if err != nil {
+			return Response{}, fmt.Errorf("%s %s: encode body: %w", req.method, req.path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), body)
+	if err != nil {
+		return Response{}, fmt.Errorf("%s %s: %w", req.method, req.path, err)
+	}
+	for k, v := range req.header {
+		hr.Header[k] = v
+	}
+	if req.body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	hr.Header.Set("Accept", "application/json, application/problem+json")
+	if c.userAgent != "" {
+		hr.Header.Set("User-Agent", c.userAgent)
+	}
+	if c.apiKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return Response{}, fmt.Errorf("%s %s: %w", req.method, req.path, err)
+	}
+	defer resp.Body.Close()
+	// Bound what we read: a misbehaving server cannot exhaust memory.
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return Response{}, fmt.Errorf("%s %s: read response: %w", req.method, req.path, err)
+	}
+	r := Response{Status: resp.StatusCode, Header: resp.Header}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		if resp.StatusCode == http.StatusNotModified {
+			return r, nil
+		}
+		return r, decodeProblem(req.method, req.path, resp, raw)
+	}
+	if out != nil && resp.StatusCode != http.StatusNoContent {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return r, fmt.Errorf("%s %s: decode %d response: %w", req.method, req.path, resp.StatusCode, err)
+		}
+	}
+	return r, nil
+}
+
+// Health checks /healthz.
+func (c *Client) Health(ctx context.Context) error {
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/healthz"}, nil)
+	return err
+}
+
+// Ready checks /readyz: every backend of the server answers.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/readyz"}, nil)
+	return err
+}
+
+// Page is one page of a list and the cursor of the next ("" on the last).
+type Page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}

@@ -1,0 +1,201 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/mementohq/memento/run"
+)
+
+func runPath(id string, rest ...string) string {
+	p := "/v1/runs/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+// CreateRun creates a run. created is false when the server replayed an
+// earlier create under the same IdempotencyKey.
+func (c *Client) CreateRun(ctx context.Context, req run.CreateRequest, opts ...CallOption) (r run.Run, created bool, err error) {
+	resp, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/runs", body: req}, &r, opts...)
+	if err != nil {
+		return run.Run{}, false, err
+	}
+	return r, resp.Header.Get("Idempotent-Replayed") != "true", nil
+}
+
+// GetRun returns a run; its StateRevision is also the run's ETag.
+func (c *Client) GetRun(ctx context.Context, runID string) (run.Run, error) {
+	var r run.Run
+	_, err := c.do(ctx, request{method: http.MethodGet, path: runPath(runID)}, &r)
+	return r, err
+}
+
+// GetRunIfChanged returns the run unless its revision is still knownRevision,
+// in which case changed is false and no body travels (If-None-Match).
+func (c *Client) GetRunIfChanged(ctx context.Context, runID string, knownRevision int64) (r run.Run, changed bool, err error) {
+	h := http.Header{}
+	h.Set("If-None-Match", `"`+strconv.FormatInt(knownRevision, 10)+`"`)
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: runPath(runID), header: h}, &r)
+	if err != nil {
+		return run.Run{}, false, err
+	}
+	if resp.Status == http.StatusNotModified {
+		return run.Run{}, false, nil
+	}
+	return r, true, nil
+}
+
+// ListRunsOptions filter and page ListRuns.
+type ListRunsOptions struct {
+	Status   run.Status
+	Workflow string
+	Cursor   string
+	Limit    int
+}
+
+// ListRuns returns one page of runs, oldest first.
+func (c *Client) ListRuns(ctx context.Context, o ListRunsOptions) (Page[run.Run], error) {
+	q := url.Values{}
+	if o.Status != "" {
+		q.Set("status", string(o.Status))
+	}
+	if o.Workflow != "" {
+		q.Set("workflow", o.Workflow)
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	var p Page[run.Run]
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/runs", query: q}, &p)
+	return p, err
+}
+
+// Runs iterates over every run matching o, fetching pages as it goes. It
+// stops at the first error, which it yields.
+func (c *Client) Runs(ctx context.Context, o ListRunsOptions) iter.Seq2[run.Run, error] {
+	return func(yield func(run.Run, error) bool) {
+		for {
+			p, err := c.ListRuns(ctx, o)
+			if err != nil {
+				yield(run.Run{}, err)
+				return
+			}
+			for _, r := range p.Items {
+				if !yield(r, nil) {
+					return
+				}
+			}
+			if p.NextCursor == "" {
+				return
+			}
+			o.Cursor = p.NextCursor
+		}
+	}
+}
+
+// Events returns the events with seq > after, at most limit (0: server default).
+// A non-empty NextCursor is the seq to pass as after for the next page.
+func (c *Client) Events(ctx context.Context, runID string, after int64, limit int) (Page[run.Event], error) {
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var p Page[run.Event]
+	_, err := c.do(ctx, request{method: http.MethodGet, path: runPath(runID, "events"), query: q}, &p)
+	return p, err
+}
+
+type leaseRequest struct {
+	Owner string `json:"owner"`
+	TTLMs int64  `json:"ttl_ms,omitempty"`
+	Epoch int64  `json:"epoch,omitempty"`
+}
+
+// AcquireLease takes the run's lease for owner (or extends it if owner holds it).
+// The returned lease carries the epoch, the fencing token commits must present.
+func (c *Client) AcquireLease(ctx context.Context, runID, owner string, ttl time.Duration) (run.Lease, error) {
+	var l run.Lease
+	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(runID, "lease"),
+		body: leaseRequest{Owner: owner, TTLMs: ttl.Milliseconds()}}, &l)
+	return l, err
+}
+
+// RenewLease extends a held lease; it fails with lease-lost if the lease
+// expired or changed hands since.
+func (c *Client) RenewLease(ctx context.Context, runID string, l run.Lease, ttl time.Duration) (run.Lease, error) {
+	var out run.Lease
+	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(runID, "lease"),
+		body: leaseRequest{Owner: l.Owner, Epoch: l.Epoch, TTLMs: ttl.Milliseconds()}}, &out)
+	return out, err
+}
+
+// ReleaseLease gives the lease back.
+func (c *Client) ReleaseLease(ctx context.Context, runID string, l run.Lease) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: runPath(runID, "lease"),
+		body: struct {
+			Lease run.Lease `json:"lease"`
+		}{l}}, nil)
+	return err
+}
+
+// CommitResult is the run as committed and the event appended.
+type CommitResult struct {
+	Run   run.Run   `json:"run"`
+	Event run.Event `json:"event"`
+}
+
+// Commit appends one event and replaces the state, guarded by
+// req.ExpectedRevision (also sent as If-Match) and req.Lease. A stale
+// revision is kind revision-conflict, a lost lease lease-lost; both match
+// run.ErrRevisionConflict / run.ErrLeaseLost with errors.Is.
+func (c *Client) Commit(ctx context.Context, runID string, req run.CommitRequest, opts ...CallOption) (CommitResult, error) {
+	h := http.Header{}
+	if req.ExpectedRevision > 0 {
+		h.Set("If-Match", `"`+strconv.FormatInt(req.ExpectedRevision, 10)+`"`)
+	}
+	var out CommitResult
+	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(runID, "commit"), body: req, header: h}, &out, opts...)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	return out, nil
+}
+
+// CreateCheckpoint labels a revision of the run (0: the current one).
+func (c *Client) CreateCheckpoint(ctx context.Context, runID, label string, revision int64) (run.Checkpoint, error) {
+	var cp run.Checkpoint
+	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(runID, "checkpoints"),
+		body: struct {
+			Label    string `json:"label"`
+			Revision int64  `json:"revision,omitempty"`
+		}{label, revision}}, &cp)
+	return cp, err
+}
+
+// Checkpoints lists the run's checkpoints.
+func (c *Client) Checkpoints(ctx context.Context, runID string) ([]run.Checkpoint, error) {
+	var p Page[run.Checkpoint]
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: runPath(runID, "checkpoints")}, &p); err != nil {
+		return nil, err
+	}
+	return p.Items, nil
+}
+
+// Fork creates a new run from a past revision or checkpoint of runID.
+func (c *Client) Fork(ctx context.Context, runID string, req run.ForkRequest) (run.Run, error) {
+	var r run.Run
+	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(runID, "fork"), body: req}, &r)
+	return r, err
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mementohq/memento/client"
+)
+
+// Environment variables mirroring flags; a flag given on the command line wins.
+const (
+	envListen      = "MEMENTO_LISTEN"
+	envData        = "MEMENTO_DATA"
+	envPostgresURL = "MEMENTO_POSTGRES_URL"
+	envRedisURL    = "MEMENTO_REDIS_URL"
+	envAPIKeys     = "MEMENTO_API_KEYS"
+	envMaxState    = "MEMENTO_MAX_STATE_BYTES"
+	envLogFormat   = "MEMENTO_LOG_FORMAT"
+	envLogLevel    = "MEMENTO_LOG_LEVEL"
+	envURL         = "MEMENTO_URL"
+	envAPIKey      = "MEMENTO_API_KEY"
+
+	defaultServerURL = "http://127.0.0.1:7700"
+)
+
+// newRootCmd builds the command tree. Each domain adds its command group
+// here, built in its own file (runs.go; sessions.go, demo.go, bench.go ...).
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "memento",
+		Short:         "Memento: the state and memory engine for AI agents",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newServeCmd(),
+		newRunsCmd(),
+		newVersionCmd(),
+		newBenchCmd(),
+		newDemoCmd(),
+	)
+	return root
+}
+
+// clientFlags are the flags of every command group that talks to a server.
+type clientFlags struct {
+	server string
+	apiKey string
+	asJSON bool
+}
+
+// addClientFlags puts --server, --api-key and --json on a command group.
+func addClientFlags(cmd *cobra.Command, f *clientFlags) {
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.server, "server", "", "server URL (env "+envURL+", default "+defaultServerURL+")")
+	pf.StringVar(&f.apiKey, "api-key", "", "API key (env "+envAPIKey+")")
+	pf.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
+}
+
+// client builds an API client from the flags, falling back to the environment.
+func (f *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
+	server := flagOrEnv(cmd, "server", f.server, envURL, defaultServerURL)
+	key := flagOrEnv(cmd, "api-key", f.apiKey, envAPIKey, "")
+	var opts []client.Option
+	if key != "" {
+		opts = append(opts, client.WithAPIKey(key))
+	}
+	return client.New(server, opts...)
+}
+
+// flagOrEnv resolves a setting: the flag if given, else the environment
+// variable if set, else the default. Secrets never appear as flag defaults,
+// so --help cannot print them.
+func flagOrEnv(cmd *cobra.Command, flag, value, env, def string) string {
+	if f := cmd.Flags().Lookup(flag); f != nil && f.Changed {
+		return value
+	}
+	if v, ok := os.LookupEnv(env); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v)
+	}
+	return def
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/server"
+)
+
+type serveFlags struct {
+	listen, data, postgres, redis string
+	apiKeys                       string
+	maxState                      string
+	logFormat, logLevel           string
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP API server (embedded SQLite by default)",
+		Long: `Run the HTTP API server.
+
+By default runs live in an embedded SQLite database in --data; with --postgres
+they live in PostgreSQL. Without API keys the server serves one tenant,
+"default", and only listens on a loopback address. Every flag has an
+environment variable; a flag on the command line wins.
+
+SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:7700", "address to listen on (env "+envListen+")")
+	fl.StringVar(&f.data, "data", memento.DefaultDataDir, "data directory of the embedded backend (env "+envData+")")
+	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for runs (env "+envPostgresURL+")")
+	fl.StringVar(&f.redis, "redis", "", "Redis URL for sessions (env "+envRedisURL+")")
+	fl.StringVar(&f.apiKeys, "api-keys", "", `API keys "key=tenant[:role],..." with role reader, writer (default) or admin (env `+envAPIKeys+`)`)
+	fl.StringVar(&f.maxState, "max-state-bytes", "", "largest run state accepted, in bytes (env "+envMaxState+", default 1048576)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
+	return cmd
+}
+
+func runServe(cmd *cobra.Command, f serveFlags) error {
+	listen := flagOrEnv(cmd, "listen", f.listen, envListen, f.listen)
+	cfg := memento.Config{
+		DataDir:     flagOrEnv(cmd, "data", f.data, envData, f.data),
+		PostgresURL: flagOrEnv(cmd, "postgres", f.postgres, envPostgresURL, ""),
+		RedisURL:    flagOrEnv(cmd, "redis", f.redis, envRedisURL, ""),
+	}
+	if v := flagOrEnv(cmd, "max-state-bytes", f.maxState, envMaxState, ""); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("max state bytes %q: want a positive integer", v)
+		}
+		cfg.MaxStateBytes = n
+	}
+	logger, err := newLogger(cmd,
+		flagOrEnv(cmd, "log-format", f.logFormat, envLogFormat, f.logFormat),
+		flagOrEnv(cmd, "log-level", f.logLevel, envLogLevel, f.logLevel))
+	if err != nil {
+		return err
+	}
+	keys := server.NewKeySet()
+	if err := server.ParseAPIKeys(keys, flagOrEnv(cmd, "api-keys", f.apiKeys, envAPIKeys, "")); err != nil {
+		return fmt.Errorf("api keys: %w", err)
+	}
+	// Refuse a public address before opening any database.
+	if err := server.CheckListenAddr(listen, keys.Len() > 0); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	eng, err := memento.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	srv, err := server.New(server.Options{Engine: eng, Keys: keys, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if cfg.PostgresURL == "" {
+		logger.Info("embedded backend", "data", eng.Config().DataDir)
+	}
+	return srv.ListenAndServe(ctx, listen)
+}
+
+func newLogger(cmd *cobra.Command, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", format)
+}

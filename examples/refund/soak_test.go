@@ -1,0 +1,154 @@
+package refund_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/mementohq/memento/examples/refund"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/toolop"
+)
+
+// soakKills reads the number of SIGKILLs from MEMENTO_SOAK_KILLS (default 200).
+func soakKills(t *testing.T) int {
+	n := 200
+	if v := os.Getenv("MEMENTO_SOAK_KILLS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("MEMENTO_SOAK_KILLS=%q: want a positive integer", v)
+		}
+	}
+	return n
+}
+
+// TestSoakRandomKills starts two demo workers on one store again and again
+// and SIGKILLs each at a random instant, until the kill count is reached
+// (adding orders whenever the workers finish everything first). Then one
+// worker drives every run to an end, and the invariants are checked: no
+// order refunded twice, no run lost, every run completed or suspended with a
+// reason, every approved order refunded exactly once.
+// Rerun: MEMENTO_SOAK_KILLS=500 go test -v -run TestSoakRandomKills ./examples/refund/
+// (MEMENTO_SOAK_BACKEND=postgres for PostgreSQL).
+func TestSoakRandomKills(t *testing.T) {
+	if testing.Short() {
+		t.Log("short mode: 20 kills")
+	}
+	target := soakKills(t)
+	if testing.Short() {
+		target = 20
+	}
+	b := sqliteBackend(t)
+	if os.Getenv("MEMENTO_SOAK_BACKEND") == "postgres" {
+		b = postgresBackend(t)
+	}
+	_, url := startPayments(t, t.TempDir()+"/ledger.jsonl")
+	args := func(orders int) []string {
+		return []string{"demo", "refund", "--payments", url, "--orders", fmt.Sprint(orders),
+			"--lease-ttl", "400ms", "--poll", "40ms", "--workers", "4", "--log-level", "error", b.args[0], b.args[1]}
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	orders, kills, cycles, finishedEarly := 30, 0, 0, 0
+	began := time.Now()
+	for kills < target {
+		cycles++
+		workers := []*proc{start(t, nil, args(orders)...), start(t, nil, args(orders)...)}
+		for _, w := range workers {
+			delay := time.Duration(20+rng.IntN(500)) * time.Millisecond
+			select {
+			case <-w.done:
+				if w.waitErr != nil {
+					t.Fatalf("worker exited with %v: %s", w.waitErr, tail(w.errb.String(), 3000))
+				}
+				finishedEarly++
+			case <-time.After(delay):
+				if !w.exited() {
+					w.kill()
+					kills++
+				}
+			}
+		}
+		for _, w := range workers {
+			w.kill()
+		}
+		if finishedEarly > 0 {
+			orders += 20
+			finishedEarly = 0
+		}
+	}
+	killPhase := time.Since(began)
+
+	final := start(t, nil, args(orders)...)
+	if err := final.wait(t, 5*time.Minute); err != nil {
+		t.Fatalf("final worker exited with %v: %s", err, tail(final.errb.String(), 3000))
+	}
+	sum := lastLineSummary(t, final)
+
+	// Invariants, from the payments ledger and the store.
+	byOrder, byKey := map[string]int{}, map[string]int{}
+	rs := refunds(t, url)
+	for _, rf := range rs {
+		byOrder[rf.OrderID]++
+		byKey[rf.IdempotencyKey]++
+	}
+	e := b.open(t)
+	defer e.Close()
+	ctx := context.Background()
+	statuses := map[run.Status]int{}
+	for i := 1; i <= orders; i++ {
+		oid := refund.OrderID(i)
+		if byOrder[oid] > 1 {
+			t.Errorf("order %s refunded %d times", oid, byOrder[oid])
+		}
+		r, err := e.Runs.Get(ctx, "default", refund.RunID(oid))
+		if err != nil {
+			t.Errorf("run of %s lost: %v", oid, err)
+			continue
+		}
+		statuses[r.Status]++
+		switch r.Status {
+		case run.StatusCompleted:
+		case run.StatusSuspended:
+			if r.StatusReason == "" {
+				t.Errorf("run %s suspended without a reason", r.RunID)
+			}
+			continue
+		default:
+			t.Errorf("run %s ended %s: %s", r.RunID, r.Status, r.StatusReason)
+			continue
+		}
+		o, _ := refund.OrderFor(oid)
+		want := 0
+		if o.AmountCents <= 15000 {
+			want = 1
+		}
+		if byOrder[oid] != want {
+			t.Errorf("order %s (%d cents) completed with %d refunds, want %d", oid, o.AmountCents, byOrder[oid], want)
+		}
+		if want == 1 {
+			op, err := e.Ops.Get(ctx, "default", toolop.OperationID(r.RunID, refund.BusinessKey(oid)))
+			if err != nil || op.Status != toolop.StatusSucceeded {
+				t.Errorf("order %s: operation %+v %v, want succeeded", oid, op, err)
+			}
+		}
+	}
+	for k, n := range byKey {
+		if n > 1 {
+			t.Errorf("idempotency key %s applied %d times", k, n)
+		}
+	}
+	for oid := range byOrder {
+		if _, err := e.Runs.Get(ctx, "default", refund.RunID(oid)); err != nil {
+			t.Errorf("refund for %s without a run: %v", oid, err)
+		}
+	}
+	if len(sum.RunsByStatus) == 0 {
+		t.Errorf("empty summary")
+	}
+	t.Logf("soak (%s): %d SIGKILLs at random instants in %d cycles of 2 workers over %s; %d orders; runs by status %v; %d refunds applied, none twice; summary %+v",
+		b.name, kills, cycles, killPhase.Round(time.Millisecond), orders, statuses, len(rs), sum.RunsByStatus)
+}

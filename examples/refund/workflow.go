@@ -1,0 +1,234 @@
+package refund
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow"
+)
+
+// Names of the workflow, its tool and its steps.
+const (
+	WorkflowName    = "refund"
+	WorkflowVersion = "1"
+	SchemaVersion   = 2
+	ToolName        = "payments.refund"
+	ToolContract    = "payments-v1"
+
+	StepLookup  = "lookup_order"
+	StepDecide  = "decide"
+	StepApprove = "approve"
+	StepRefund  = "refund"
+	StepVerify  = "verify"
+)
+
+// Outcomes a run ends with (state field "outcome").
+const (
+	OutcomeRefunded = "refunded"
+	OutcomeRejected = "rejected"
+)
+
+// Decision is what the (offline) model decided; once committed it is never
+// decided again, which DecisionID makes visible.
+type Decision struct {
+	Refund      bool   `json:"refund"`
+	AmountCents int64  `json:"amount_cents"`
+	Reason      string `json:"reason"`
+	DecisionID  string `json:"decision_id"`
+}
+
+// RunID is the run of one order: one run per order, so starting twice never doubles it.
+func RunID(orderID string) string { return "refund-" + orderID }
+
+// OrderID is the n-th demo order.
+func OrderID(n int) string { return fmt.Sprintf("order-%04d", n) }
+
+// BusinessKey names the refund of an order; the operation id derives from it.
+func BusinessKey(orderID string) string { return "refund:" + orderID }
+
+// Input is the initial state of a run.
+type Input struct {
+	OrderID string `json:"order_id"`
+}
+
+// Options tune the workflow.
+type Options struct {
+	// ApprovalTTL is how long an approval stays usable (default 1h).
+	ApprovalTTL time.Duration
+}
+
+// Tool is the payments tool with its authoritative lookup by idempotency key.
+func Tool(c *Client) toolop.Tool {
+	return toolop.Tool{Name: ToolName, ContractVersion: ToolContract, Lookup: c.Lookup}
+}
+
+func refundRequest(sc *workflow.StepContext) (RefundRequest, error) {
+	var o Order
+	var d Decision
+	if _, err := sc.Get("order", &o); err != nil {
+		return RefundRequest{}, err
+	}
+	if _, err := sc.Get("decision", &d); err != nil {
+		return RefundRequest{}, err
+	}
+	return RefundRequest{OrderID: o.OrderID, AmountCents: d.AmountCents, Currency: o.Currency}, nil
+}
+
+// Workflow builds the refund workflow against a payments client.
+func Workflow(c *Client, opts Options) workflow.Workflow {
+	if opts.ApprovalTTL <= 0 {
+		opts.ApprovalTTL = time.Hour
+	}
+	return workflow.Workflow{
+		Name: WorkflowName, Version: WorkflowVersion, SchemaVersion: SchemaVersion,
+		Budget: toolop.Budget{MaxSteps: 20, MaxTokens: 20000, MaxCostMicros: 200000},
+		Steps: []workflow.Step{
+			{Name: StepLookup, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				var id string
+				if _, err := sc.Get("order_id", &id); err != nil || id == "" {
+					return fmt.Errorf("state has no order_id: %v", err)
+				}
+				o, err := c.Order(ctx, id)
+				if err != nil {
+					return err
+				}
+				return sc.Set("order", o)
+			}},
+			{Name: StepDecide, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				// Stands in for a model call: it costs tokens, and its answer
+				// is committed so that no resume ever asks the model again.
+				var o Order
+				if _, err := sc.Get("order", &o); err != nil {
+					return err
+				}
+				sc.Spend(420, 840)
+				return sc.Set("decision", Decision{Refund: true, AmountCents: o.AmountCents, Reason: "parcel reported lost", DecisionID: uuid.NewString()})
+			}},
+			{Name: StepApprove, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				req, err := refundRequest(sc)
+				if err != nil {
+					return err
+				}
+				a, err := sc.Approve(ctx, workflow.ApprovalSpec{Request: req, TTL: opts.ApprovalTTL})
+				if errors.Is(err, workflow.ErrRejected) {
+					sc.Complete()
+					return sc.Set("outcome", OutcomeRejected)
+				}
+				if err != nil {
+					return err
+				}
+				return sc.Set("approval_id", a.ApprovalID)
+			}},
+			{Name: StepRefund, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				req, err := refundRequest(sc)
+				if err != nil {
+					return err
+				}
+				op, err := sc.Call(ctx, workflow.Call{
+					Tool: ToolName, Key: BusinessKey(req.OrderID), Request: req, RequireApproval: StepApprove,
+					Send: func(ctx context.Context, key string) (workflow.Reply, error) {
+						ref, err := c.Refund(ctx, sc.RunID(), key, req)
+						if err != nil {
+							return workflow.Reply{}, err
+						}
+						b, _ := json.Marshal(ref)
+						return workflow.Reply{ExternalRef: ref.RefundID, Result: b}, nil
+					},
+				})
+				if err != nil {
+					return err
+				}
+				return sc.Set("refund", map[string]string{"operation_id": op.OperationID, "refund_id": op.ExternalRef})
+			}},
+			{Name: StepVerify, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				req, err := refundRequest(sc)
+				if err != nil {
+					return err
+				}
+				var rf map[string]string
+				if _, err := sc.Get("refund", &rf); err != nil {
+					return err
+				}
+				res, err := c.Lookup(ctx, rf["operation_id"])
+				if err != nil {
+					return err
+				}
+				if res.Answer != toolop.Applied {
+					return fmt.Errorf("refund %s not confirmed: %s %s", rf["operation_id"], res.Answer, res.Detail)
+				}
+				var got Refund
+				if err := json.Unmarshal(res.Result, &got); err != nil {
+					return err
+				}
+				if got.AmountCents != req.AmountCents || got.OrderID != req.OrderID {
+					sc.FailRun(fmt.Sprintf("refund %s does not match the request: %+v", got.RefundID, got))
+					return nil
+				}
+				return sc.Set("outcome", OutcomeRefunded)
+			}},
+		},
+	}
+}
+
+// RegisterSchemas declares the state schema versions of the refund workflow
+// and the migration v1 -> v2: v1 kept the order amount as a decimal "amount"
+// in currency units; v2 keeps integer "amount_cents".
+func RegisterSchemas(reg *run.Registry) error {
+	v1 := []byte(`{"type":"object","required":["order_id"],"properties":{"order_id":{"type":"string"},
+		"order":{"type":"object","required":["amount"],"properties":{"amount":{"type":"number"}}}}}`)
+	v2 := []byte(`{"type":"object","required":["order_id"],"properties":{"order_id":{"type":"string"},
+		"order":{"type":"object","required":["amount_cents"],"properties":{"amount_cents":{"type":"integer"}},"not":{"required":["amount"]}}}}`)
+	if err := reg.RegisterSchema(WorkflowName, 1, v1); err != nil {
+		return err
+	}
+	if err := reg.RegisterSchema(WorkflowName, 2, v2); err != nil {
+		return err
+	}
+	reg.RegisterMigration(WorkflowName, 1, migrateV1)
+	reg.SetCurrent(WorkflowName, SchemaVersion)
+	return nil
+}
+
+func migrateV1(state json.RawMessage) (json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(state, &top); err != nil {
+		return nil, err
+	}
+	if raw, ok := top["order"]; ok {
+		var o map[string]any
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return nil, err
+		}
+		if amt, ok := o["amount"].(float64); ok {
+			o["amount_cents"] = int64(amt*100 + 0.5)
+			delete(o, "amount")
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		top["order"] = b
+	}
+	return json.Marshal(top)
+}
+
+// Policy approves refunds up to limitCents and rejects larger ones.
+func Policy(limitCents int64) workflow.Approver {
+	return func(ctx context.Context, a toolop.Approval) (toolop.Decision, bool) {
+		var req RefundRequest
+		if err := json.Unmarshal(a.Summary, &req); err != nil {
+			return toolop.Decision{}, false
+		}
+		if req.AmountCents <= limitCents {
+			return toolop.Decision{Approve: true, By: "policy", Reason: fmt.Sprintf("%d <= limit %d", req.AmountCents, limitCents)}, true
+		}
+		return toolop.Decision{Approve: false, By: "policy", Reason: fmt.Sprintf("%d > limit %d", req.AmountCents, limitCents)}, true
+	}
+}

@@ -1,0 +1,366 @@
+package resume
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/toolop"
+)
+
+// ErrRefused is returned (wrapped) when a check fails; Result names it.
+var ErrRefused = errors.New("resume refused")
+
+// Names of the checks, in the order they run.
+const (
+	CheckLease         = "lease"
+	CheckTenant        = "tenant"
+	CheckWorkflow      = "workflow_version"
+	CheckSchema        = "state_schema"
+	CheckArtifacts     = "artifacts"
+	CheckToolContracts = "tool_contracts"
+	CheckEvents        = "event_sequence"
+	CheckOperations    = "operations"
+	CheckApprovals     = "approvals"
+	CheckBudgets       = "budgets"
+)
+
+// Event types the verifier commits.
+const (
+	EventVerified = "resume.verified"
+	EventRefused  = "resume.refused"
+)
+
+// Status of one check.
+type Status string
+
+// Check outcomes.
+const (
+	Passed  Status = "passed"
+	Failed  Status = "failed"
+	Skipped Status = "skipped"
+)
+
+// Check is the result of one named verification.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Result is the outcome of a resume: the checks in order, and on success the
+// run (running, migrated if needed) and the lease the caller now holds.
+type Result struct {
+	Run     run.Run   `json:"run"`
+	Lease   run.Lease `json:"lease"`
+	Checks  []Check   `json:"checks"`
+	Refused bool      `json:"refused"`
+	// FailedCheck names the check that refused, if any.
+	FailedCheck string `json:"failed_check,omitempty"`
+	// Reason is the status reason the run was suspended with on refusal.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ArtifactResolver returns the current digest of the artifact at uri.
+type ArtifactResolver func(ctx context.Context, uri string) (digest string, err error)
+
+// WorkflowCheck tells whether this code can continue a run of the workflow at
+// the given version. known=false means the workflow is not registered here.
+type WorkflowCheck func(name, version string) (known bool, err error)
+
+// Verifier runs the checks. Runs and Ops are required; the rest may be nil.
+type Verifier struct {
+	Runs      *run.Service
+	Ops       *toolop.Service
+	Workflows WorkflowCheck
+	Artifacts ArtifactResolver
+}
+
+// Request asks to resume one run for an owner.
+type Request struct {
+	TenantID string
+	RunID    string
+	Owner    string
+	LeaseTTL time.Duration
+	// ExpectedRevision, when non-zero, must equal the run's revision once the lease is held.
+	ExpectedRevision int64
+}
+
+// Resume verifies the run and, if every check passes, leaves it running under
+// the caller's lease (a resume.verified event records the checks). A failure
+// after the lease was taken suspends the run with a reason naming the check
+// (a resume.refused event), releases the lease and returns ErrRefused. A lease
+// held by another owner or a revision mismatch changes nothing and returns
+// run.ErrLeaseHeld or run.ErrRevisionConflict.
+func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
+	var res Result
+	add := func(name string, st Status, format string, args ...any) {
+		res.Checks = append(res.Checks, Check{Name: name, Status: st, Detail: fmt.Sprintf(format, args...)})
+	}
+	r, err := v.Runs.Get(ctx, req.TenantID, req.RunID)
+	if err != nil {
+		return res, fmt.Errorf("resume run %s: %w", req.RunID, err)
+	}
+	if r.Status.Terminal() {
+		return res, fmt.Errorf("resume run %s: it is %s: %w", req.RunID, r.Status, run.ErrRunNotActive)
+	}
+
+	// 1. Lease, then the revision under it: once the lease is ours, nobody
+	// else can commit, so the revision read now is the one we continue from.
+	l, err := v.Runs.AcquireLease(ctx, req.TenantID, req.RunID, req.Owner, 0, req.LeaseTTL)
+	if err != nil {
+		add(CheckLease, Failed, "%v", err)
+		res.Refused, res.FailedCheck, res.Run = true, CheckLease, r
+		return res, fmt.Errorf("resume run %s: %w", req.RunID, err)
+	}
+	res.Lease = l
+	r, err = v.Runs.Get(ctx, req.TenantID, req.RunID)
+	if err != nil {
+		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: %w", req.RunID, err))
+	}
+	if req.ExpectedRevision != 0 && r.StateRevision != req.ExpectedRevision {
+		add(CheckLease, Failed, "revision is %d, expected %d", r.StateRevision, req.ExpectedRevision)
+		res.Refused, res.FailedCheck, res.Run = true, CheckLease, r
+		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: %w: at %d, expected %d", req.RunID, run.ErrRevisionConflict, r.StateRevision, req.ExpectedRevision))
+	}
+	add(CheckLease, Passed, "owner %s, epoch %d, revision %d", l.Owner, l.Epoch, r.StateRevision)
+	res.Run = r
+
+	refuse := func(name, format string, args ...any) (Result, error) {
+		detail := fmt.Sprintf(format, args...)
+		add(name, Failed, "%s", detail)
+		return v.refuse(ctx, req, res, r, l, name, detail)
+	}
+
+	// 2. Tenant, workflow version, state schema.
+	if r.TenantID != req.TenantID {
+		return refuse(CheckTenant, "run belongs to tenant %s", r.TenantID)
+	}
+	add(CheckTenant, Passed, "%s", r.TenantID)
+	if v.Workflows == nil {
+		add(CheckWorkflow, Skipped, "no workflow registry here")
+	} else if known, err := v.Workflows(r.WorkflowName, r.WorkflowVersion); err != nil {
+		return refuse(CheckWorkflow, "%s %s: %v", r.WorkflowName, r.WorkflowVersion, err)
+	} else if !known {
+		add(CheckWorkflow, Skipped, "workflow %s is not registered here", r.WorkflowName)
+	} else {
+		add(CheckWorkflow, Passed, "%s %s", r.WorkflowName, r.WorkflowVersion)
+	}
+	target, err := v.Runs.Registry().CheckPath(r.WorkflowName, r.StateSchemaVersion)
+	if err != nil {
+		return refuse(CheckSchema, "%v", err)
+	}
+	if target != r.StateSchemaVersion {
+		add(CheckSchema, Passed, "v%d, migration to v%d available", r.StateSchemaVersion, target)
+	} else {
+		add(CheckSchema, Passed, "v%d is current", r.StateSchemaVersion)
+	}
+
+	ctl, hasCtl, err := toolop.ReadControl(r.State)
+	if err != nil {
+		return refuse(CheckArtifacts, "control object unreadable: %v", err)
+	}
+
+	// 3. Artifacts and tool contracts.
+	if len(ctl.Artifacts) == 0 {
+		add(CheckArtifacts, Passed, "none referenced")
+	} else if v.Artifacts == nil {
+		return refuse(CheckArtifacts, "%d artifacts referenced and no resolver to check them", len(ctl.Artifacts))
+	} else {
+		for _, a := range ctl.Artifacts {
+			d, err := v.Artifacts(ctx, a.URI)
+			if err != nil {
+				return refuse(CheckArtifacts, "artifact %s: %v", a.URI, err)
+			}
+			if d != a.Digest {
+				return refuse(CheckArtifacts, "artifact %s changed: digest %s, recorded %s", a.URI, d, a.Digest)
+			}
+		}
+		add(CheckArtifacts, Passed, "%d artifacts match their digests", len(ctl.Artifacts))
+	}
+	var unknownTools []string
+	for name, ver := range ctl.Tools {
+		t, ok := v.Ops.Tool(name)
+		if !ok {
+			unknownTools = append(unknownTools, name)
+			continue
+		}
+		if t.ContractVersion != ver {
+			return refuse(CheckToolContracts, "tool %s contract is %s, the run was started with %s", name, t.ContractVersion, ver)
+		}
+	}
+	switch {
+	case len(ctl.Tools) == 0:
+		add(CheckToolContracts, Passed, "none recorded")
+	case len(unknownTools) > 0:
+		add(CheckToolContracts, Skipped, "tools not registered here: %s", strings.Join(unknownTools, ", "))
+	default:
+		add(CheckToolContracts, Passed, "%d tool contracts match", len(ctl.Tools))
+	}
+
+	// 4. Event-sequence continuity and the state against the last snapshot.
+	recomputed, detail, err := v.checkEvents(ctx, r)
+	if err != nil {
+		return res, v.abandon(ctx, req, l, err)
+	}
+	if detail != "" {
+		return refuse(CheckEvents, "%s", detail)
+	}
+	add(CheckEvents, Passed, "events 1..%d contiguous, state matches the last snapshot", r.StateRevision)
+
+	// 5. Operations in doubt are reconciled before anything else happens.
+	ops, err := v.Ops.List(ctx, req.TenantID, req.RunID)
+	if err != nil {
+		return res, v.abandon(ctx, req, l, err)
+	}
+	opByID := map[string]toolop.Operation{}
+	var settled []string
+	for _, op := range ops {
+		if op.Status.InDoubt() {
+			rec, err := v.Ops.Reconcile(ctx, req.TenantID, op.OperationID)
+			if err != nil {
+				return res, v.abandon(ctx, req, l, err)
+			}
+			if rec.Answer == toolop.NotAuthoritative {
+				return refuse(CheckOperations, "operation %s (%s) is unknown: %s; resolve it by hand", op.OperationID, op.ToolName, rec.Detail)
+			}
+			op = rec.Operation
+			settled = append(settled, fmt.Sprintf("%s %s", op.OperationID, rec.Answer))
+		}
+		opByID[op.OperationID] = op
+	}
+	if len(settled) == 0 {
+		add(CheckOperations, Passed, "%d operations, none in doubt", len(ops))
+	} else {
+		add(CheckOperations, Passed, "reconciled: %s", strings.Join(settled, ", "))
+	}
+
+	// 6. Approvals still valid for the same request digest, unless spent.
+	checked := 0
+	for _, g := range ctl.Approvals {
+		if op, ok := opByID[g.OperationID]; ok && op.Status.Final() {
+			continue
+		}
+		if _, err := v.Ops.ValidApproval(ctx, req.TenantID, req.RunID, g.StepID, g.RequestDigest); err != nil {
+			return refuse(CheckApprovals, "step %s: %v", g.StepID, err)
+		}
+		checked++
+	}
+	add(CheckApprovals, Passed, "%d approvals in force", checked)
+
+	// 7. Budgets, recomputed from the log.
+	if !hasCtl {
+		add(CheckBudgets, Skipped, "run keeps no budget")
+	} else {
+		if recomputed != ctl.Spent {
+			return refuse(CheckBudgets, "spend in state %+v differs from the log %+v", ctl.Spent, recomputed)
+		}
+		if ex := ctl.Budget.Exhausted(recomputed); ex != "" {
+			return refuse(CheckBudgets, "budget exhausted: %s", ex)
+		}
+		rem := ctl.Budget.Remaining(recomputed)
+		add(CheckBudgets, Passed, "remaining steps %d, tokens %d, cost %d micros, wall %d ms (-1: unlimited)", rem.Steps, rem.Tokens, rem.CostMicros, rem.WallMS)
+	}
+
+	// All passed: migrate if needed, then record the verification.
+	if target != r.StateSchemaVersion {
+		from := r.StateSchemaVersion
+		r, err = v.Runs.Migrate(ctx, req.TenantID, req.RunID, l)
+		if err != nil {
+			res.Checks[3] = Check{Name: CheckSchema, Status: Failed, Detail: err.Error()}
+			return v.refuse(ctx, req, res, res.Run, l, CheckSchema, err.Error())
+		}
+		res.Checks[3].Detail = fmt.Sprintf("migrated v%d -> v%d", from, r.StateSchemaVersion)
+	}
+	payload, _ := json.Marshal(map[string]any{"owner": l.Owner, "epoch": l.Epoch, "checks": res.Checks})
+	nr, _, err := v.Runs.Commit(ctx, req.TenantID, req.RunID, run.CommitRequest{
+		ExpectedRevision: r.StateRevision, Lease: l, Status: run.StatusRunning,
+		Event: run.EventInput{EventType: EventVerified, Payload: payload},
+		State: r.State, NextStep: r.NextStep,
+	})
+	if err != nil {
+		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: record verification: %w", req.RunID, err))
+	}
+	res.Run = nr
+	return res, nil
+}
+
+// refuse suspends the run with the failed check as its reason and releases the lease.
+func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Run, l run.Lease, name, detail string) (Result, error) {
+	res.Refused, res.FailedCheck = true, name
+	res.Reason = fmt.Sprintf("resume refused: %s: %s", name, detail)
+	if len(res.Reason) > 4000 {
+		res.Reason = res.Reason[:4000]
+	}
+	payload, _ := json.Marshal(map[string]any{"failed_check": name, "detail": detail, "checks": res.Checks})
+	nr, _, err := v.Runs.Commit(ctx, req.TenantID, req.RunID, run.CommitRequest{
+		ExpectedRevision: r.StateRevision, Lease: l, Status: run.StatusSuspended, StatusReason: res.Reason,
+		Event: run.EventInput{EventType: EventRefused, Payload: payload},
+		State: r.State, NextStep: r.NextStep,
+	})
+	if err != nil {
+		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: record refusal (%s): %w", req.RunID, res.Reason, err))
+	}
+	res.Run = nr
+	if err := v.Runs.ReleaseLease(ctx, req.TenantID, req.RunID, l); err != nil && !errors.Is(err, run.ErrLeaseLost) {
+		return res, fmt.Errorf("resume run %s: release lease: %w", req.RunID, err)
+	}
+	res.Lease = run.Lease{}
+	return res, fmt.Errorf("run %s: %w: %s", req.RunID, ErrRefused, res.Reason)
+}
+
+// abandon gives the lease back after an error that says nothing about the run.
+func (v *Verifier) abandon(ctx context.Context, req Request, l run.Lease, err error) error {
+	_ = v.Runs.ReleaseLease(context.WithoutCancel(ctx), req.TenantID, req.RunID, l)
+	return err
+}
+
+// checkEvents reads the whole log: seqs must run 1..revision without a gap,
+// and the last event's snapshot must equal the materialized run. It also sums
+// the spend recorded in event payloads (key "spend").
+func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (toolop.Spend, string, error) {
+	var total toolop.Spend
+	var after int64
+	for {
+		evs, err := v.Runs.Store().ListEvents(ctx, r.TenantID, r.RunID, after, run.MaxListLimit)
+		if err != nil {
+			return total, "", fmt.Errorf("resume run %s: read events: %w", r.RunID, err)
+		}
+		for _, ev := range evs {
+			if ev.Seq != after+1 {
+				return total, fmt.Sprintf("gap in the event log: seq %d follows %d", ev.Seq, after), nil
+			}
+			after = ev.Seq
+			var p struct {
+				Spend *toolop.Spend `json:"spend"`
+			}
+			if len(ev.Payload) > 0 && json.Unmarshal(ev.Payload, &p) == nil && p.Spend != nil {
+				total = total.Add(*p.Spend)
+			}
+		}
+		if len(evs) < run.MaxListLimit {
+			break
+		}
+	}
+	if after != r.StateRevision {
+		return total, fmt.Sprintf("the log ends at seq %d, the run is at revision %d", after, r.StateRevision), nil
+	}
+	last, err := v.Runs.Store().GetEvent(ctx, r.TenantID, r.RunID, after)
+	if err != nil {
+		return total, "", fmt.Errorf("resume run %s: read event %d: %w", r.RunID, after, err)
+	}
+	if d1, d2 := run.Digest(last.State), run.Digest(r.State); d1 != d2 {
+		return total, fmt.Sprintf("materialized state %s differs from the snapshot of event %d (%s)", d2, after, d1), nil
+	}
+	if last.NextStep != r.NextStep {
+		return total, fmt.Sprintf("next step %q differs from the snapshot of event %d (%q)", r.NextStep, after, last.NextStep), nil
+	}
+	if last.StateSchemaVersion != 0 && last.StateSchemaVersion != r.StateSchemaVersion {
+		return total, fmt.Sprintf("schema v%d differs from the snapshot of event %d (v%d)", r.StateSchemaVersion, after, last.StateSchemaVersion), nil
+	}
+	return total, "", nil
+}

@@ -1,0 +1,206 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/mementohq/memento/run"
+)
+
+// DefaultTenant is the only tenant of a server with no API keys.
+const DefaultTenant = "default"
+
+// MinAPIKeyLength keeps guessable keys out of configuration.
+const MinAPIKeyLength = 16
+
+// Role is what a key may do. Roles are ordered: each includes the ones before.
+type Role int
+
+// The roles an API key can carry.
+const (
+	RoleReader Role = iota + 1 // read-only: GET and HEAD
+	RoleWriter                 // reads and writes runs, sessions, memories
+	RoleAdmin                  // also operator actions (retention, approvals, ...)
+)
+
+// String returns the role's configuration name.
+func (r Role) String() string {
+	switch r {
+	case RoleReader:
+		return "reader"
+	case RoleWriter:
+		return "writer"
+	case RoleAdmin:
+		return "admin"
+	}
+	return fmt.Sprintf("role(%d)", int(r))
+}
+
+// ParseRole reads a role name.
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "reader":
+		return RoleReader, nil
+	case "writer":
+		return RoleWriter, nil
+	case "admin":
+		return RoleAdmin, nil
+	}
+	return 0, fmt.Errorf("unknown role %q (want reader, writer or admin)", s)
+}
+
+// Principal is who a request acts as.
+type Principal struct {
+	Tenant string
+	Role   Role
+}
+
+type keyEntry struct {
+	hash [sha256.Size]byte
+	p    Principal
+}
+
+// KeySet holds API keys as sha256 hashes only; the keys themselves are not kept.
+type KeySet struct {
+	entries []keyEntry
+}
+
+// NewKeySet returns an empty key set.
+func NewKeySet() *KeySet { return &KeySet{} }
+
+// Add registers a key for a tenant and role.
+func (ks *KeySet) Add(key, tenant string, role Role) error {
+	if len(key) < MinAPIKeyLength {
+		return fmt.Errorf("api key for tenant %q is shorter than %d characters", tenant, MinAPIKeyLength)
+	}
+	if strings.ContainsAny(key, " \t\r\n,") {
+		return fmt.Errorf("api key for tenant %q contains whitespace or a comma", tenant)
+	}
+	if err := run.ValidID("tenant", tenant); err != nil {
+		return fmt.Errorf("api key tenant: %w", err)
+	}
+	if role < RoleReader || role > RoleAdmin {
+		return fmt.Errorf("api key for tenant %q: invalid role %d", tenant, role)
+	}
+	h := sha256.Sum256([]byte(key))
+	for _, e := range ks.entries {
+		if e.hash == h {
+			return fmt.Errorf("api key for tenant %q is configured twice", tenant)
+		}
+	}
+	ks.entries = append(ks.entries, keyEntry{hash: h, p: Principal{Tenant: tenant, Role: role}})
+	return nil
+}
+
+// Len returns how many keys are configured.
+func (ks *KeySet) Len() int {
+	if ks == nil {
+		return 0
+	}
+	return len(ks.entries)
+}
+
+// Lookup finds the principal of a presented key. It compares against every
+// entry in constant time, so timing tells nothing about which key matched.
+func (ks *KeySet) Lookup(key string) (Principal, bool) {
+	h := sha256.Sum256([]byte(key))
+	var found Principal
+	ok := 0
+	for _, e := range ks.entries {
+		if subtle.ConstantTimeCompare(h[:], e.hash[:]) == 1 {
+			found, ok = e.p, 1
+		}
+	}
+	return found, ok == 1
+}
+
+// ParseAPIKeys reads "key=tenant[:role],..." (role defaults to writer) into ks.
+// Empty items are ignored, so a trailing comma is harmless.
+func ParseAPIKeys(ks *KeySet, spec string) error {
+	for i, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		// The last '=' separates, so base64 keys with '=' padding work.
+		eq := strings.LastIndex(item, "=")
+		if eq < 0 {
+			return fmt.Errorf("api key #%d: want key=tenant[:role]", i+1)
+		}
+		key, rest := item[:eq], item[eq+1:]
+		tenant, roleName, hasRole := strings.Cut(rest, ":")
+		role := RoleWriter
+		if hasRole {
+			r, err := ParseRole(roleName)
+			if err != nil {
+				return fmt.Errorf("api key #%d: %w", i+1, err)
+			}
+			role = r
+		}
+		if err := ks.Add(key, tenant, role); err != nil {
+			return fmt.Errorf("api key #%d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+type principalKey struct{}
+
+// PrincipalFrom returns the principal an authenticated request acts as.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// tenant returns the tenant of an authenticated request. Handlers of /v1
+// routes always run after authenticate, so the value is always there.
+func tenant(r *http.Request) string {
+	p, _ := PrincipalFrom(r.Context())
+	return p.Tenant
+}
+
+// authenticate resolves the request's principal, or answers 401/403.
+func (s *Server) authenticate(r *http.Request, need Role) (Principal, error) {
+	if s.keys.Len() == 0 {
+		// No keys: loopback only (enforced at listen), one tenant, full rights.
+		return Principal{Tenant: DefaultTenant, Role: RoleAdmin}, nil
+	}
+	h := r.Header.Get("Authorization")
+	scheme, key, ok := strings.Cut(h, " ")
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
+		return Principal{}, newError(KindUnauthorized, "an API key is required: Authorization: Bearer <key>")
+	}
+	p, found := s.keys.Lookup(strings.TrimSpace(key))
+	if !found {
+		return Principal{}, newError(KindUnauthorized, "the API key is not valid")
+	}
+	if p.Role < need {
+		return Principal{}, newError(KindForbidden, fmt.Sprintf("this route needs the %s role; the key has %s", need, p.Role))
+	}
+	return p, nil
+}
+
+// CheckListenAddr refuses a non-loopback address when no API keys are
+// configured: without keys anyone who can connect is the default tenant.
+func CheckListenAddr(addr string, keysConfigured bool) error {
+	if keysConfigured {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("refusing to listen on %q without API keys: with no keys configured the server only listens on a loopback address (127.0.0.1, [::1], localhost); set MEMENTO_API_KEYS=\"key=tenant[:role],...\" or --api-keys to listen elsewhere", addr)
+	}
+	return nil
+}

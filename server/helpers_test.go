@@ -1,0 +1,339 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/server"
+)
+
+const defaultTestPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+var backends = []string{"sqlite", "postgres"}
+
+// forEachBackend runs fn as a subtest on every backend.
+func forEachBackend(t *testing.T, fn func(t *testing.T, backend string)) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) { fn(t, b) })
+	}
+}
+
+func testPostgresURL() string {
+	if u := os.Getenv("MEMENTO_TEST_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return defaultTestPostgresURL
+}
+
+// postgresSchema creates a randomly named schema, dropped when the test
+// ends, and returns a connection string whose connections all use it, so
+// tests running at the same time on one server never see each other.
+func postgresSchema(t testing.TB) string {
+	t.Helper()
+	base := testPostgresURL()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("PostgreSQL is required and unreachable at %s (set MEMENTO_TEST_POSTGRES_URL): %v", base, err)
+	}
+	defer func() { _ = admin.Close(context.Background()) }()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	schema := "memento_t_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("PostgreSQL at %s: create schema %s: %v", base, schema, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer func() { _ = c.Close(context.Background()) }()
+		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("MEMENTO_TEST_POSTGRES_URL must be a postgres:// URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// openEngine opens an engine on a fresh database of the backend; closed at cleanup.
+func openEngine(t testing.TB, backend string, cfg memento.Config) *memento.Engine {
+	t.Helper()
+	switch backend {
+	case "sqlite":
+		cfg.DataDir = t.TempDir()
+	case "postgres":
+		cfg.PostgresURL = postgresSchema(t)
+	default:
+		t.Fatalf("unknown backend %q", backend)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := memento.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open %s engine: %v", backend, err)
+	}
+	t.Cleanup(func() {
+		if err := eng.Close(); err != nil {
+			t.Errorf("close engine: %v", err)
+		}
+	})
+	return eng
+}
+
+// syncBuffer collects server logs; they are printed only when a test fails.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type testEnv struct {
+	eng  *memento.Engine
+	srv  *server.Server
+	http *httptest.Server
+	c    *client.Client
+	logs *syncBuffer
+}
+
+type envOptions struct {
+	cfg    memento.Config
+	keys   string // MEMENTO_API_KEYS syntax
+	apiKey string // key the env's client sends
+}
+
+func newEnv(t testing.TB, backend string, o envOptions) *testEnv {
+	t.Helper()
+	eng := openEngine(t, backend, o.cfg)
+	logs := &syncBuffer{}
+	keys := server.NewKeySet()
+	if err := server.ParseAPIKeys(keys, o.keys); err != nil {
+		t.Fatalf("keys: %v", err)
+	}
+	srv, err := server.New(server.Options{
+		Engine: eng,
+		Keys:   keys,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	var opts []client.Option
+	if o.apiKey != "" {
+		opts = append(opts, client.WithAPIKey(o.apiKey))
+	}
+	c, err := client.New(hs.URL, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testEnv{eng: eng, srv: srv, http: hs, c: c, logs: logs}
+}
+
+// rawResponse is a response read in full.
+type rawResponse struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// problem decodes the body as a problem; it fails the test if it is not one.
+func (r rawResponse) problem(t testing.TB) server.Problem {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("status %d: Content-Type %q, want application/problem+json; body %s", r.status, ct, r.body)
+	}
+	var p server.Problem
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatalf("problem body: %v: %s", err, r.body)
+	}
+	if p.Status != r.status {
+		t.Fatalf("problem status %d != response status %d", p.Status, r.status)
+	}
+	if !strings.HasPrefix(p.Type, server.ProblemTypeBase) || p.Title == "" {
+		t.Fatalf("problem without a proper type/title: %s", r.body)
+	}
+	return p
+}
+
+// do sends a raw request; body may be a string, []byte or a value to encode.
+func (e *testEnv) do(t testing.TB, method, path string, body any, header map[string]string) rawResponse {
+	t.Helper()
+	res, err := e.send(method, path, body, header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// send is do for goroutines other than the test's: it returns the error.
+func (e *testEnv) send(method, path string, body any, header map[string]string) (rawResponse, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return rawResponse{}, err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.http.URL+path, rd)
+	if err != nil {
+		return rawResponse{}, err
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.http.Client().Do(req)
+	if err != nil {
+		return rawResponse{}, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return rawResponse{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
+	}
+	return rawResponse{status: resp.StatusCode, header: resp.Header, body: raw}, nil
+}
+
+// expectProblem checks a response is the problem of kind with status.
+func expectProblem(t testing.TB, r rawResponse, status int, kind string) server.Problem {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d (%s); body %s", r.status, status, kind, r.body)
+	}
+	p := r.problem(t)
+	if p.Kind() != kind {
+		t.Fatalf("problem kind %q, want %q; body %s", p.Kind(), kind, r.body)
+	}
+	return p
+}
+
+// leasedRun creates a run and takes its lease.
+func (e *testEnv) leasedRun(t testing.TB, id string) (run.Run, run.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	r, _, err := e.c.CreateRun(ctx, run.CreateRequest{RunID: id, WorkflowName: "refund", WorkflowVersion: "1.0.0",
+		State: json.RawMessage(`{"order":"o-1","amount":100}`), NextStep: "check"})
+	if err != nil {
+		t.Fatalf("create run: %v", err)
+	}
+	l, err := e.c.AcquireLease(ctx, r.RunID, "worker-1", time.Minute)
+	if err != nil {
+		t.Fatalf("lease: %v", err)
+	}
+	return r, l
+}
+
+// snapshot is what must not change when a commit is refused.
+type snapshot struct {
+	run    run.Run
+	events []run.Event
+}
+
+func (e *testEnv) snapshot(t testing.TB, id string) snapshot {
+	t.Helper()
+	ctx := context.Background()
+	r, err := e.c.GetRun(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.c.Events(ctx, id, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snapshot{run: r, events: p.Items}
+}
+
+func (s snapshot) assertSame(t testing.TB, other snapshot) {
+	t.Helper()
+	a, _ := json.Marshal(s.run.State)
+	b, _ := json.Marshal(other.run.State)
+	if !jsonEqual(a, b) || s.run.StateRevision != other.run.StateRevision || s.run.NextStep != other.run.NextStep ||
+		s.run.Status != other.run.Status || !s.run.UpdatedAt.Equal(other.run.UpdatedAt) {
+		t.Fatalf("run changed:\nbefore %+v\nafter  %+v", s.run, other.run)
+	}
+	if len(s.events) != len(other.events) {
+		t.Fatalf("events changed: %d before, %d after", len(s.events), len(other.events))
+	}
+	for i := range s.events {
+		if s.events[i].Seq != other.events[i].Seq || s.events[i].EventType != other.events[i].EventType {
+			t.Fatalf("event %d changed: %+v vs %+v", i, s.events[i], other.events[i])
+		}
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}
+
+func commitReq(rev int64, l run.Lease, typ string, state string) run.CommitRequest {
+	return run.CommitRequest{
+		ExpectedRevision: rev,
+		Lease:            l,
+		Event:            run.EventInput{EventType: typ, StepID: typ, Attempt: 1, Payload: json.RawMessage(`{"ok":true}`)},
+		State:            json.RawMessage(state),
+		NextStep:         "next-" + typ,
+	}
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestPanicBecomesProblem: a panicking handler answers a 500 problem and is
+// logged with its stack; the process goes on serving.
+func TestPanicBecomesProblem(t *testing.T) {
+	var logs strings.Builder
+	s := &Server{
+		keys:    NewKeySet(),
+		log:     slog.New(slog.NewTextHandler(&logs, nil)),
+		metrics: newMetrics(),
+		mux:     http.NewServeMux(),
+	}
+	s.mux.HandleFunc("GET /boom", s.wrap(Route{Method: "GET", Path: "/boom", Public: true, Handler: func(http.ResponseWriter, *http.Request) error {
+		panic("secret-value")
+	}}))
+	for range 2 {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest("GET", "/boom", nil))
+		var p Problem
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 500 || p.Kind() != KindInternal || p.RequestID == "" {
+			t.Fatalf("panic answer: %d %s", rec.Code, rec.Body.String())
+		}
+		if strings.Contains(rec.Body.String(), "secret-value") {
+			t.Fatal("the panic value leaks into the response")
+		}
+	}
+	if !strings.Contains(logs.String(), "panic") || !strings.Contains(logs.String(), "secret-value") || !strings.Contains(logs.String(), "goroutine") {
+		t.Fatalf("panic not logged with its stack:\n%s", logs.String())
+	}
+}
+
+func TestIfMatchRevision(t *testing.T) {
+	cases := []struct {
+		header   string
+		expected int64
+		want     int64
+		kind     string
+	}{
+		{`"3"`, 3, 3, ""},
+		{`"3"`, 0, 3, ""},
+		{`*`, 4, 4, ""},
+		{` "2", "3" `, 3, 3, ""},
+		{`"2", "3"`, 0, 0, KindInvalidRequest},
+		{`"3"`, 4, 0, KindPreconditionFailed},
+		{`W/"3"`, 3, 0, KindPreconditionFailed},
+		{`3`, 3, 0, KindPreconditionFailed},
+		{`"0"`, 0, 0, KindPreconditionFailed},
+		{`"-1"`, 0, 0, KindPreconditionFailed},
+		{`""`, 0, 0, KindPreconditionFailed},
+	}
+	for _, c := range cases {
+		got, err := ifMatchRevision(c.header, c.expected)
+		kind := ""
+		if ae, ok := err.(*apiError); ok {
+			kind = ae.kind
+		} else if err != nil {
+			t.Fatalf("%q: unexpected error type %T", c.header, err)
+		}
+		if got != c.want || kind != c.kind {
+			t.Errorf("ifMatchRevision(%q, %d) = %d, %q; want %d, %q", c.header, c.expected, got, kind, c.want, c.kind)
+		}
+	}
+}
+
+// TestDecodeErrorsAreClear: the detail of a decoding problem names the field.
+func TestDecodeErrorsAreClear(t *testing.T) {
+	s := &Server{maxBody: 1 << 20}
+	var dst struct {
+		Lease struct {
+			Epoch int64 `json:"epoch"`
+		} `json:"lease"`
+	}
+	for body, want := range map[string]string{
+		`{"lease":{"epoch":"x"}}`: `field "lease.epoch" must be an integer, not a JSON string`,
+		`{"lease":{"owner":"x"}}`: `unknown field "owner"`,
+		`{"lease":`:               "malformed JSON",
+		`{"lease":{}} x`:          "unexpected data after the JSON object",
+		"  ":                      "empty",
+	} {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		err := s.decodeJSON(httptest.NewRecorder(), req, &dst)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("decode %q: %v, want it to mention %q", body, err, want)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// decodeJSON reads a request body into dst strictly: a JSON object, no
+// unknown fields, nothing after it, at most s.maxBody bytes. Every failure is
+// a 4xx problem whose detail says what is wrong.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return newError(KindUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not JSON; send application/json", ct))
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return newError(KindRequestTooLarge, fmt.Sprintf("the request body exceeds %d bytes; keep large payloads in an artifact store and put a digest and URI in the state", mbe.Limit))
+		}
+		return fmt.Errorf("read request body: %w", err)
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return badRequest("the request body is empty; a JSON object is required")
+	}
+	if trimmed[0] != '{' {
+		if !json.Valid(trimmed) {
+			return badRequest("malformed JSON: %v", syntaxDetail(trimmed))
+		}
+		return badRequest("the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(trimmed, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func syntaxDetail(b []byte) string {
+	var v any
+	err := json.Unmarshal(b, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "invalid JSON"
+}
+
+func decodeError(body []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return badRequest("malformed JSON: %v (at byte %d)", se, se.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("malformed JSON: the body ends in the middle of a value")
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return badRequest("the request body must be a JSON object")
+		}
+		return badRequest("field %q must be %s, not a JSON %s", te.Field, jsonTypeName(te.Type.String()), te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		if !json.Valid(body) {
+			return badRequest("malformed JSON: %v", syntaxDetail(body))
+		}
+		return badRequest("cannot decode the body: %v", err)
+	}
+}
+
+// jsonTypeName says a Go field type the way a JSON client thinks of it.
+func jsonTypeName(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "string", strings.HasSuffix(goType, "Status"):
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case goType == "time.Time":
+		return "an RFC 3339 time string"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// writeJSON writes v with a status. v is always one of our own types, so a
+// marshalling failure is a bug and answers 500.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, Problem{Type: ProblemTypeBase + KindInternal, Title: "Internal server error", Status: 500, Detail: "cannot encode the response"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// query parses the query string strictly: a malformed one is a 400, not
+// silently dropped parameters.
+func query(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("malformed query string: %v", err)
+	}
+	return q, nil
+}
+
+// queryInt reads an optional non-negative integer query parameter.
+func queryInt(q url.Values, name string) (int64, error) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, badRequest("query parameter %s must be a non-negative integer, not %q", name, v)
+	}
+	return n, nil
+}
+
+// ListResponse is the shape of every list: a page of items and the cursor
+// of the next page ("" on the last page).
+type ListResponse[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}
+
+func listOf[T any](items []T, next string) ListResponse[T] {
+	if items == nil {
+		items = []T{}
+	}
+	return ListResponse[T]{Items: items, NextCursor: next}
+}

@@ -1,0 +1,61 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are per Server (own registry), so several servers in one process
+// (tests, embedding) never clash on registration.
+type metrics struct {
+	reg             *prometheus.Registry
+	requests        *prometheus.CounterVec
+	duration        *prometheus.HistogramVec
+	commits         prometheus.Counter
+	commitConflicts *prometheus.CounterVec
+}
+
+// Conflict kinds counted by memento_run_commit_conflicts_total.
+const (
+	conflictRevision   = "revision"
+	conflictLease      = "lease"
+	conflictTransition = "transition"
+)
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memento_http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "memento_http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "status"}),
+		commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memento_run_commits_total",
+			Help: "Step commits applied to runs.",
+		}),
+		commitConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memento_run_commit_conflicts_total",
+			Help: "Step commits refused, by kind: revision (stale expected revision), lease (lost lease or stale epoch), transition (status not allowed).",
+		}, []string{"kind"}),
+	}
+	// Pre-create the conflict series so dashboards see zeros, not gaps.
+	for _, k := range []string{conflictRevision, conflictLease, conflictTransition} {
+		m.commitConflicts.WithLabelValues(k)
+	}
+	m.reg.MustRegister(m.requests, m.duration, m.commits, m.commitConflicts,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}

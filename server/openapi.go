@@ -1,0 +1,124 @@
+package server
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// The API document is composed at startup from one fragment per domain
+// (openapi/<domain>.json: paths and components) on top of openapi/base.json,
+// so a domain documents its routes without touching another's file.
+//
+//go:embed openapi/*.json
+var openapiFS embed.FS
+
+const openapiBase = "openapi/base.json"
+
+// fragment is what a domain file may hold.
+type fragment struct {
+	Paths      map[string]map[string]json.RawMessage `json:"paths"`
+	Components map[string]map[string]json.RawMessage `json:"components"`
+}
+
+// buildOpenAPI merges the fragments; a path+method or component defined
+// twice is an error, so domains cannot silently override each other.
+func buildOpenAPI() ([]byte, error) {
+	baseRaw, err := openapiFS.ReadFile(openapiBase)
+	if err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(baseRaw, &doc); err != nil {
+		return nil, fmt.Errorf("openapi: parse %s: %w", openapiBase, err)
+	}
+	paths := map[string]map[string]json.RawMessage{}
+	components := map[string]map[string]json.RawMessage{}
+	var base fragment
+	if err := json.Unmarshal(baseRaw, &base); err != nil {
+		return nil, fmt.Errorf("openapi: parse %s: %w", openapiBase, err)
+	}
+	files, err := fs.Glob(openapiFS, "openapi/*.json")
+	if err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	sort.Strings(files)
+	frags := []struct {
+		name string
+		f    fragment
+	}{{openapiBase, base}}
+	for _, name := range files {
+		if name == openapiBase {
+			continue
+		}
+		raw, err := openapiFS.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("openapi: %w", err)
+		}
+		var f fragment
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			return nil, fmt.Errorf("openapi: parse %s (only paths and components allowed): %w", path.Base(name), err)
+		}
+		frags = append(frags, struct {
+			name string
+			f    fragment
+		}{name, f})
+	}
+	for _, fr := range frags {
+		for p, ops := range fr.f.Paths {
+			if paths[p] == nil {
+				paths[p] = map[string]json.RawMessage{}
+			}
+			for method, op := range ops {
+				if _, dup := paths[p][method]; dup {
+					return nil, fmt.Errorf("openapi: %s %s defined twice (again in %s)", method, p, fr.name)
+				}
+				paths[p][method] = op
+			}
+		}
+		for section, items := range fr.f.Components {
+			if components[section] == nil {
+				components[section] = map[string]json.RawMessage{}
+			}
+			for name, item := range items {
+				if _, dup := components[section][name]; dup {
+					return nil, fmt.Errorf("openapi: components.%s.%s defined twice (again in %s)", section, name, fr.name)
+				}
+				components[section][name] = item
+			}
+		}
+	}
+	doc["paths"] = paths
+	doc["components"] = components
+	doc["x-problem-types"] = problemCatalogue()
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("openapi: encode: %w", err)
+	}
+	return out, nil
+}
+
+type problemEntry struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+}
+
+// problemCatalogue lists every problem type the server answers, so clients
+// can see the stable kinds in the document itself.
+func problemCatalogue() []problemEntry {
+	var out []problemEntry
+	for k, v := range kinds {
+		out = append(out, problemEntry{Type: ProblemTypeBase + k, Title: v.title, Status: v.status})
+	}
+	slices.SortFunc(out, func(a, b problemEntry) int { return strings.Compare(a.Type, b.Type) })
+	return out
+}

@@ -1,0 +1,363 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mementohq/memento/run"
+)
+
+// Problem kinds of the runs domain.
+const (
+	KindRunNotFound         = "run-not-found"
+	KindAlreadyExists       = "already-exists"
+	KindIdempotencyMismatch = "idempotency-mismatch"
+	KindRevisionConflict    = "revision-conflict"
+	KindLeaseHeld           = "lease-held"
+	KindLeaseLost           = "lease-lost"
+	KindInvalidTransition   = "invalid-transition"
+	KindRunNotActive        = "run-not-active"
+	KindStateTooLarge       = "state-too-large"
+	KindNoMigrationPath     = "no-migration-path"
+	KindSchemaValidation    = "schema-validation"
+	KindCheckpointExists    = "checkpoint-exists"
+	KindCheckpointNotFound  = "checkpoint-not-found"
+	KindRevisionNotFound    = "revision-not-found"
+)
+
+var runKinds = map[string]problemKind{
+	KindRunNotFound:         {http.StatusNotFound, "Run not found"},
+	KindAlreadyExists:       {http.StatusConflict, "Already exists"},
+	KindIdempotencyMismatch: {http.StatusUnprocessableEntity, "Idempotency key reused with a different request"},
+	KindRevisionConflict:    {http.StatusConflict, "Revision conflict"},
+	KindLeaseHeld:           {http.StatusConflict, "Lease held by another owner"},
+	KindLeaseLost:           {http.StatusConflict, "Lease lost"},
+	KindInvalidTransition:   {http.StatusUnprocessableEntity, "Invalid status transition"},
+	KindRunNotActive:        {http.StatusConflict, "Run is not active"},
+	KindStateTooLarge:       {http.StatusRequestEntityTooLarge, "State too large"},
+	KindNoMigrationPath:     {http.StatusUnprocessableEntity, "No migration path"},
+	KindSchemaValidation:    {http.StatusUnprocessableEntity, "State does not match its schema"},
+	KindCheckpointExists:    {http.StatusConflict, "Checkpoint already exists"},
+	KindCheckpointNotFound:  {http.StatusNotFound, "Checkpoint not found"},
+	KindRevisionNotFound:    {http.StatusNotFound, "Revision not found"},
+}
+
+var runSentinels = []sentinel{
+	{run.ErrNotFound, KindRunNotFound, 0},
+	{run.ErrAlreadyExists, KindAlreadyExists, 0},
+	{run.ErrIdempotencyMismatch, KindIdempotencyMismatch, 0},
+	{run.ErrRevisionConflict, KindRevisionConflict, 0},
+	{run.ErrLeaseHeld, KindLeaseHeld, 0},
+	{run.ErrLeaseLost, KindLeaseLost, 0},
+	{run.ErrInvalidTransition, KindInvalidTransition, 0},
+	{run.ErrRunNotActive, KindRunNotActive, 0},
+	{run.ErrStateTooLarge, KindStateTooLarge, 0},
+	// Well-formed JSON the domain refuses: 422, where malformed JSON is 400.
+	{run.ErrInvalidInput, KindInvalidRequest, http.StatusUnprocessableEntity},
+	{run.ErrNoMigrationPath, KindNoMigrationPath, 0},
+	{run.ErrSchemaValidation, KindSchemaValidation, 0},
+	{run.ErrCheckpointExists, KindCheckpointExists, 0},
+	{run.ErrCheckpointNotFound, KindCheckpointNotFound, 0},
+	{run.ErrRevisionNotFound, KindRevisionNotFound, 0},
+}
+
+// DefaultLeaseTTL applies when a lease request names no ttl_ms.
+const DefaultLeaseTTL = 30 * time.Second
+
+func (s *Server) runRoutes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: "/v1/runs", Handler: s.createRun},
+		{Method: http.MethodGet, Path: "/v1/runs", Handler: s.listRuns},
+		{Method: http.MethodGet, Path: "/v1/runs/{run_id}", Handler: s.getRun},
+		{Method: http.MethodGet, Path: "/v1/runs/{run_id}/events", Handler: s.listEvents},
+		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/lease", Handler: s.acquireLease},
+		{Method: http.MethodDelete, Path: "/v1/runs/{run_id}/lease", Handler: s.releaseLease},
+		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/commit", Handler: s.commit},
+		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/checkpoints", Handler: s.createCheckpoint},
+		{Method: http.MethodGet, Path: "/v1/runs/{run_id}/checkpoints", Handler: s.listCheckpoints},
+		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/fork", Handler: s.forkRun},
+	}
+}
+
+// runID reads the path's run id. Validation is the service's; an id that
+// cannot exist is simply not found.
+func runID(r *http.Request) string { return r.PathValue("run_id") }
+
+// clampLimit keeps a parsed limit inside int while leaving an over-limit
+// value over the limit, so the service refuses it with its own message.
+func clampLimit(n int64) int { return int(min(n, run.MaxListLimit+1)) }
+
+func revisionETag(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"` }
+
+func runLocation(id string) string { return "/v1/runs/" + url.PathEscape(id) }
+
+func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
+	var req run.CreateRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	rn, created, err := s.eng.Runs.Create(r.Context(), tenant(r), req, r.Header.Get("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", runLocation(rn.RunID))
+	w.Header().Set("ETag", revisionETag(rn.StateRevision))
+	if !created {
+		// The same request came before under this key: the same answer again.
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeJSON(w, http.StatusCreated, rn)
+	return nil
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	runs, next, err := s.eng.Runs.List(r.Context(), tenant(r), run.Status(q.Get("status")), q.Get("workflow"), q.Get("cursor"), clampLimit(limit))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listOf(runs, next))
+	return nil
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
+	rn, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r))
+	if err != nil {
+		return err
+	}
+	etag := revisionETag(rn.StateRevision)
+	w.Header().Set("ETag", etag)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagListMatches(inm, etag, true) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, rn)
+	return nil
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(q, "after")
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	evs, err := s.eng.Runs.Events(r.Context(), tenant(r), runID(r), after, clampLimit(limit))
+	if err != nil {
+		return err
+	}
+	if limit == 0 {
+		limit = run.DefaultListSize
+	}
+	next := ""
+	if len(evs) > 0 && len(evs) == int(limit) {
+		// A full page may have more after it; the cursor is the seq to pass as after.
+		next = strconv.FormatInt(evs[len(evs)-1].Seq, 10)
+	}
+	writeJSON(w, http.StatusOK, listOf(evs, next))
+	return nil
+}
+
+// LeaseRequest acquires (epoch 0 or absent) or renews (the held epoch) a lease.
+type LeaseRequest struct {
+	Owner string `json:"owner"`
+	TTLMs int64  `json:"ttl_ms,omitempty"`
+	Epoch int64  `json:"epoch,omitempty"`
+}
+
+// ReleaseRequest gives back the lease exactly as it was granted.
+type ReleaseRequest struct {
+	Lease run.Lease `json:"lease"`
+}
+
+func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
+	var req LeaseRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	ttl := DefaultLeaseTTL
+	if req.TTLMs != 0 {
+		// Range-check in milliseconds first so a huge value cannot overflow a Duration.
+		if req.TTLMs < run.MinLeaseTTL.Milliseconds() || req.TTLMs > run.MaxLeaseTTL.Milliseconds() {
+			return &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity,
+				detail: fmt.Sprintf("ttl_ms must be between %d and %d", run.MinLeaseTTL.Milliseconds(), run.MaxLeaseTTL.Milliseconds())}
+		}
+		ttl = time.Duration(req.TTLMs) * time.Millisecond
+	}
+	l, err := s.eng.Runs.AcquireLease(r.Context(), tenant(r), runID(r), req.Owner, req.Epoch, ttl)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, l)
+	return nil
+}
+
+func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) error {
+	var req ReleaseRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if err := s.eng.Runs.ReleaseLease(r.Context(), tenant(r), runID(r), req.Lease); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// CommitResponse is the run as committed and the event the commit appended.
+type CommitResponse struct {
+	Run   run.Run   `json:"run"`
+	Event run.Event `json:"event"`
+}
+
+func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
+	var req run.CommitRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if im := r.Header.Get("If-Match"); im != "" {
+		rev, err := ifMatchRevision(im, req.ExpectedRevision)
+		if err != nil {
+			return err
+		}
+		req.ExpectedRevision = rev
+	}
+	rn, ev, err := s.eng.Runs.Commit(r.Context(), tenant(r), runID(r), req)
+	if err != nil {
+		switch {
+		case errors.Is(err, run.ErrRevisionConflict):
+			s.metrics.commitConflicts.WithLabelValues(conflictRevision).Inc()
+		case errors.Is(err, run.ErrLeaseLost):
+			s.metrics.commitConflicts.WithLabelValues(conflictLease).Inc()
+		case errors.Is(err, run.ErrInvalidTransition):
+			s.metrics.commitConflicts.WithLabelValues(conflictTransition).Inc()
+		}
+		return err
+	}
+	s.metrics.commits.Inc()
+	w.Header().Set("ETag", revisionETag(rn.StateRevision))
+	writeJSON(w, http.StatusOK, CommitResponse{Run: rn, Event: ev})
+	return nil
+}
+
+// ifMatchRevision reconciles an If-Match header with the body's
+// expected_revision: they must agree (412 otherwise); if the body has none,
+// the header supplies it. "*" adds no constraint.
+func ifMatchRevision(header string, expected int64) (int64, error) {
+	header = strings.TrimSpace(header)
+	if header == "*" {
+		return expected, nil
+	}
+	var revs []int64
+	for _, tag := range strings.Split(header, ",") {
+		tag = strings.TrimSpace(tag)
+		rev, ok := parseRevisionETag(tag)
+		if !ok {
+			return 0, newError(KindPreconditionFailed, fmt.Sprintf("If-Match %q is not a revision ETag of this API (a quoted integer such as \"3\"; weak tags never match)", tag))
+		}
+		revs = append(revs, rev)
+	}
+	if expected == 0 {
+		if len(revs) != 1 {
+			return 0, badRequest("If-Match lists several revisions; name one, or set expected_revision")
+		}
+		return revs[0], nil
+	}
+	for _, rev := range revs {
+		if rev == expected {
+			return expected, nil
+		}
+	}
+	return 0, newError(KindPreconditionFailed, fmt.Sprintf("If-Match %s does not agree with expected_revision %d", header, expected))
+}
+
+// parseRevisionETag reads a strong ETag made by revisionETag.
+func parseRevisionETag(tag string) (int64, bool) {
+	if len(tag) < 3 || tag[0] != '"' || tag[len(tag)-1] != '"' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(tag[1:len(tag)-1], 10, 64)
+	if err != nil || n < 1 {
+		return 0, false
+	}
+	return n, true
+}
+
+// etagListMatches reports whether a header's ETag list names etag; weak
+// comparison (for If-None-Match) ignores a W/ prefix.
+func etagListMatches(header, etag string, weak bool) bool {
+	for _, tag := range strings.Split(header, ",") {
+		tag = strings.TrimSpace(tag)
+		if tag == "*" {
+			return true
+		}
+		if weak {
+			tag = strings.TrimPrefix(tag, "W/")
+		}
+		if tag == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckpointRequest labels a revision; revision 0 or absent means the current one.
+type CheckpointRequest struct {
+	Label    string `json:"label"`
+	Revision int64  `json:"revision,omitempty"`
+}
+
+func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	var req CheckpointRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	cp, err := s.eng.Runs.Checkpoint(r.Context(), tenant(r), runID(r), req.Label, req.Revision)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, cp)
+	return nil
+}
+
+func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
+	cps, err := s.eng.Runs.Checkpoints(r.Context(), tenant(r), runID(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listOf(cps, ""))
+	return nil
+}
+
+func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) error {
+	var req run.ForkRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	rn, err := s.eng.Runs.Fork(r.Context(), tenant(r), runID(r), req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", runLocation(rn.RunID))
+	w.Header().Set("ETag", revisionETag(rn.StateRevision))
+	writeJSON(w, http.StatusCreated, rn)
+	return nil
+}

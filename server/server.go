@@ -1,0 +1,366 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mementohq/memento"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Engine provides the domain services; required.
+	Engine *memento.Engine
+	// Keys are the API keys. Nil or empty means no authentication, one
+	// default tenant, and a loopback-only listener.
+	Keys *KeySet
+	// Logger receives one line per request; nil means slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes caps request bodies; 0 means twice the engine's state
+	// limit plus 64 KiB, room for a full state and its event payload.
+	MaxBodyBytes int64
+	// ShutdownTimeout bounds the graceful drain in Serve; 0 means 15s.
+	ShutdownTimeout time.Duration
+}
+
+// Server is the HTTP API. It is an http.Handler; Serve runs it on a listener.
+type Server struct {
+	eng             *memento.Engine
+	keys            *KeySet
+	log             *slog.Logger
+	maxBody         int64
+	shutdownTimeout time.Duration
+	metrics         *metrics
+	mux             *http.ServeMux
+	routes          []Route
+	openapi         []byte
+}
+
+// HandlerFunc is a route handler: it writes a success response itself and
+// returns an error to answer with a problem instead.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Route is one method and path of the API.
+type Route struct {
+	Method string // GET, POST, PUT, PATCH, DELETE
+	Path   string // ServeMux pattern path, which is also the OpenAPI path template
+	// Public routes need no API key (health, metrics, the API document).
+	Public bool
+	// Role is the least role a key needs; 0 means reader for GET, writer otherwise.
+	Role    Role
+	Handler HandlerFunc
+}
+
+// Pattern is the ServeMux pattern of the route, also its metrics label.
+func (rt Route) Pattern() string { return rt.Method + " " + rt.Path }
+
+// allRoutes is the one registration point: each domain contributes its routes
+// from its own file (runs.go; sessions.go, operations.go, ... add a line here).
+func (s *Server) allRoutes() []Route {
+	var rs []Route
+	rs = append(rs, s.systemRoutes()...)
+	rs = append(rs, s.runRoutes()...)
+	rs = append(rs, s.sessionRoutes()...)
+	return rs
+}
+
+// New builds a Server: routes, metrics and the OpenAPI document.
+func New(opts Options) (*Server, error) {
+	if opts.Engine == nil {
+		return nil, errors.New("server: an engine is required")
+	}
+	s := &Server{
+		eng:             opts.Engine,
+		keys:            opts.Keys,
+		log:             opts.Logger,
+		maxBody:         opts.MaxBodyBytes,
+		shutdownTimeout: opts.ShutdownTimeout,
+		metrics:         newMetrics(),
+		mux:             http.NewServeMux(),
+	}
+	if s.keys == nil {
+		s.keys = NewKeySet()
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = 2*int64(opts.Engine.Config().MaxStateBytes) + 64<<10
+	}
+	if s.shutdownTimeout <= 0 {
+		s.shutdownTimeout = 15 * time.Second
+	}
+	s.routes = s.allRoutes()
+	for i := range s.routes {
+		rt := &s.routes[i]
+		if rt.Role == 0 {
+			rt.Role = RoleWriter
+			if rt.Method == http.MethodGet {
+				rt.Role = RoleReader
+			}
+		}
+		s.mux.HandleFunc(rt.Pattern(), s.wrap(*rt))
+	}
+	doc, err := buildOpenAPI()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.openapi = doc
+	return s, nil
+}
+
+// Routes lists the registered routes (for documentation and tests).
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+
+// AuthEnabled reports whether API keys are configured.
+func (s *Server) AuthEnabled() bool { return s.keys.Len() > 0 }
+
+// ListenAndServe listens on addr (refusing a non-loopback address when no
+// API keys are configured) and serves until ctx is done.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	if err := CheckListenAddr(addr, s.AuthEnabled()); err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve answers on ln until ctx is done, then stops accepting and drains
+// in-flight requests for at most the shutdown timeout. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := CheckListenAddr(ln.Addr().String(), s.AuthEnabled()); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.log.Info("listening", "addr", ln.Addr().String(), "backend", string(s.eng.Backend()), "auth", s.AuthEnabled())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-errc // http.ErrServerClosed once Serve has returned
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	s.log.Info("stopped", "addr", ln.Addr().String())
+	return nil
+}
+
+// reqInfo is filled in while a request is served and read by the request
+// log line; a pointer in the context lets inner layers report to the outer.
+type reqInfo struct {
+	id      string
+	tenant  string
+	problem string
+}
+
+type reqInfoKey struct{}
+
+func infoOf(r *http.Request) *reqInfo {
+	if ri, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
+		return ri
+	}
+	return &reqInfo{}
+}
+
+// ServeHTTP is the outer layer: request id, panic recovery, one log line
+// and metrics per request, and problem+json for unknown routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ri := &reqInfo{id: requestID(r)}
+	w.Header().Set("X-Request-Id", ri.id)
+	sw := &statusWriter{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v) // net/http's own signal to abort the response
+			}
+			s.log.Error("panic serving request", "request_id", ri.id, "method", r.Method,
+				"route", r.Pattern, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !sw.wroteHeader {
+				p, _ := problemFor(r, errors.New("panic"))
+				p.RequestID = ri.id
+				ri.problem = p.Kind()
+				writeProblem(sw, p)
+			}
+		}
+		s.observe(r, sw, ri, time.Since(start))
+	}()
+	if _, pat := s.mux.Handler(r); pat == "" {
+		s.serveUnmatched(sw, r)
+		return
+	}
+	s.mux.ServeHTTP(sw, r)
+}
+
+func (s *Server) observe(r *http.Request, sw *statusWriter, ri *reqInfo, d time.Duration) {
+	route := r.Pattern
+	if route == "" {
+		route = "unmatched"
+	}
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	code := fmt.Sprint(status)
+	s.metrics.requests.WithLabelValues(route, code).Inc()
+	s.metrics.duration.WithLabelValues(route, code).Observe(d.Seconds())
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", ri.id),
+		slog.String("method", r.Method),
+		slog.String("route", route),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.String("tenant", ri.tenant),
+	}
+	if ri.problem != "" {
+		attrs = append(attrs, slog.String("problem", ri.problem))
+	}
+	s.log.LogAttrs(r.Context(), level, "request", attrs...)
+}
+
+// serveUnmatched lets the mux decide (404, 405 with Allow, or a redirect to
+// the clean path) and turns 404/405 into problems.
+func (s *Server) serveUnmatched(w http.ResponseWriter, r *http.Request) {
+	cw := &captureWriter{header: http.Header{}}
+	h, _ := s.mux.Handler(r)
+	h.ServeHTTP(cw, r)
+	switch cw.status {
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		kind, detail := KindNotFound, "no route matches "+r.URL.Path
+		if cw.status == http.StatusMethodNotAllowed {
+			kind = KindMethodNotAllowed
+			detail = fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, cw.header.Get("Allow"))
+			w.Header().Set("Allow", cw.header.Get("Allow"))
+		}
+		s.fail(w, r, newError(kind, detail))
+	default:
+		for k, v := range cw.header {
+			w.Header()[k] = v
+		}
+		if cw.status == 0 {
+			cw.status = http.StatusOK
+		}
+		w.WriteHeader(cw.status)
+		_, _ = w.Write(cw.body)
+	}
+}
+
+// wrap adds authentication and error handling to a route handler.
+func (s *Server) wrap(rt Route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !rt.Public {
+			p, err := s.authenticate(r, rt.Role)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			infoOf(r).tenant = p.Tenant
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		}
+		if err := rt.Handler(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	}
+}
+
+// fail answers with the problem for err; an unexpected error is logged in
+// full, since the response only carries the request id.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	ri := infoOf(r)
+	p, internal := problemFor(r, err)
+	p.RequestID = ri.id
+	ri.problem = p.Kind()
+	if internal || p.Status >= 500 {
+		s.log.Error("request failed", "request_id", ri.id, "method", r.Method, "route", r.Pattern, "error", err.Error())
+	}
+	if p.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="memento"`)
+	}
+	writeProblem(w, p)
+}
+
+// requestID keeps a caller's X-Request-Id if it is short and printable, so
+// logs correlate across services; otherwise it makes one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 && !strings.ContainsFunc(id, func(c rune) bool {
+		return c < 0x21 || c > 0x7e
+	}) {
+		return id
+	}
+	return uuid.NewString()
+}
+
+// statusWriter records the status for logs and metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// captureWriter buffers a response the mux produces for an unmatched route.
+type captureWriter struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (w *captureWriter) Header() http.Header { return w.header }
+func (w *captureWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+func (w *captureWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.body = append(w.body, b...)
+	return len(b), nil
+}

@@ -1,0 +1,354 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mementohq/memento/pii"
+	"github.com/mementohq/memento/session"
+)
+
+// Problem kinds of the sessions domain.
+const (
+	KindSessionNotFound      = "session-not-found"
+	KindPreconditionRequired = "precondition-required"
+	KindMessageTooLarge      = "message-too-large"
+	KindPIINotFound          = "pii-not-found"
+)
+
+var sessionKinds = map[string]problemKind{
+	KindSessionNotFound:      {http.StatusNotFound, "Session not found"},
+	KindPreconditionRequired: {http.StatusPreconditionRequired, "Precondition required"},
+	KindMessageTooLarge:      {http.StatusRequestEntityTooLarge, "Message too large"},
+	KindPIINotFound:          {http.StatusNotFound, "Personal data reference not found"},
+}
+
+var sessionSentinels = []sentinel{
+	// Missing, expired, another user's or another tenant's: one answer.
+	{session.ErrNotFound, KindSessionNotFound, 0},
+	{session.ErrPreconditionFailed, KindPreconditionFailed, 0},
+	{session.ErrPreconditionRequired, KindPreconditionRequired, 0},
+	{session.ErrStateTooLarge, KindStateTooLarge, 0},
+	{session.ErrMessageTooLarge, KindMessageTooLarge, 0},
+	{session.ErrSchemaValidation, KindSchemaValidation, 0},
+	{session.ErrInvalidInput, KindInvalidRequest, http.StatusUnprocessableEntity},
+	{pii.ErrNotFound, KindPIINotFound, 0},
+	{pii.ErrInvalidRef, KindInvalidRequest, http.StatusUnprocessableEntity},
+}
+
+func (s *Server) sessionRoutes() []Route {
+	return []Route{
+		{Method: http.MethodGet, Path: "/v1/sessions", Handler: s.listSessions},
+		{Method: http.MethodPut, Path: "/v1/sessions/{session_id}", Handler: s.putSession},
+		{Method: http.MethodGet, Path: "/v1/sessions/{session_id}", Handler: s.getSession},
+		{Method: http.MethodPatch, Path: "/v1/sessions/{session_id}", Handler: s.patchSession},
+		{Method: http.MethodDelete, Path: "/v1/sessions/{session_id}", Handler: s.deleteSession},
+		{Method: http.MethodPost, Path: "/v1/sessions/{session_id}/close", Handler: s.closeSession},
+		{Method: http.MethodPost, Path: "/v1/sessions/{session_id}/messages", Handler: s.appendMessages},
+		{Method: http.MethodGet, Path: "/v1/sessions/{session_id}/messages", Handler: s.listMessages},
+		{Method: http.MethodPut, Path: "/v1/sessions/{session_id}/summary", Handler: s.putSummary},
+		// Holding a reference is no right to its value: resolving is an
+		// operator action, separately authorised (admin keys only) and logged.
+		{Method: http.MethodGet, Path: "/v1/pii/{ref}", Role: RoleAdmin, Handler: s.resolvePII},
+		{Method: http.MethodDelete, Path: "/v1/pii/{ref}", Role: RoleAdmin, Handler: s.forgetPII},
+	}
+}
+
+func sessionID(r *http.Request) string { return r.PathValue("session_id") }
+
+func sessionLocation(id string) string { return "/v1/sessions/" + url.PathEscape(id) }
+
+// userID reads the required user_id query parameter.
+func userID(r *http.Request) (string, error) {
+	q, err := query(r)
+	if err != nil {
+		return "", err
+	}
+	u := q.Get("user_id")
+	if u == "" {
+		return "", badRequest("query parameter user_id is required: a session is bound to its user")
+	}
+	return u, nil
+}
+
+// SessionPutRequest creates or replaces a session.
+type SessionPutRequest struct {
+	UserID     string          `json:"user_id"`
+	App        string          `json:"app,omitempty"`
+	State      json.RawMessage `json:"state,omitempty"`
+	TTLSeconds int64           `json:"ttl_seconds,omitempty"`
+}
+
+func (s *Server) sessionTTL(seconds int64) (time.Duration, error) {
+	maxTTL := s.eng.Sessions.Options().MaxTTL
+	if seconds < 0 || seconds > int64(maxTTL/time.Second) {
+		return 0, &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity,
+			detail: fmt.Sprintf("ttl_seconds must be between 1 and %d (0 or absent means the default, %d)", int64(maxTTL/time.Second), int64(s.eng.Sessions.Options().DefaultTTL/time.Second))}
+	}
+	return time.Duration(seconds) * time.Second, nil
+}
+
+// singleRevision reads an If-Match header naming exactly one revision.
+func singleRevision(header string) (int64, error) {
+	header = strings.TrimSpace(header)
+	if header == "*" {
+		return 0, newError(KindPreconditionRequired, `If-Match: * does not name a revision; send the ETag of the session you read, e.g. If-Match: "3"`)
+	}
+	rev, ok := parseRevisionETag(header)
+	if !ok {
+		return 0, newError(KindPreconditionFailed, fmt.Sprintf("If-Match %q is not one revision ETag of this API (a quoted integer such as \"3\")", header))
+	}
+	return rev, nil
+}
+
+func (s *Server) putSession(w http.ResponseWriter, r *http.Request) error {
+	var body SessionPutRequest
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	ttl, err := s.sessionTTL(body.TTLSeconds)
+	if err != nil {
+		return err
+	}
+	req := session.PutRequest{UserID: body.UserID, App: body.App, State: body.State, TTL: ttl}
+	if im := r.Header.Get("If-Match"); im != "" {
+		if req.ExpectedRevision, err = singleRevision(im); err != nil {
+			return err
+		}
+	}
+	ss, created, err := s.eng.Sessions.Put(r.Context(), tenant(r), sessionID(r), req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", revisionETag(ss.Revision))
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", sessionLocation(ss.SessionID))
+	}
+	writeJSON(w, status, ss)
+	return nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	user, err := userID(r)
+	if err != nil {
+		return err
+	}
+	ss, err := s.eng.Sessions.Get(r.Context(), tenant(r), sessionID(r), user)
+	if err != nil {
+		return err
+	}
+	etag := revisionETag(ss.Revision)
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Cache-Control", "private, no-cache")
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagListMatches(inm, etag, true) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, ss)
+	return nil
+}
+
+// readPatch reads a merge patch body: application/merge-patch+json or JSON.
+func (s *Server) readPatch(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/merge-patch+json" && mt != "application/json") {
+			return nil, newError(KindUnsupportedMediaType, fmt.Sprintf("Content-Type %q: send application/merge-patch+json (RFC 7386) or application/json", ct))
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, newError(KindRequestTooLarge, fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit))
+		}
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	return body, nil
+}
+
+func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
+	user, err := userID(r)
+	if err != nil {
+		return err
+	}
+	im := r.Header.Get("If-Match")
+	if im == "" {
+		return newError(KindPreconditionRequired, `a session patch needs If-Match with the revision it was computed from, e.g. If-Match: "3" (the ETag of GET)`)
+	}
+	rev, err := singleRevision(im)
+	if err != nil {
+		return err
+	}
+	patch, err := s.readPatch(w, r)
+	if err != nil {
+		return err
+	}
+	ss, err := s.eng.Sessions.Patch(r.Context(), tenant(r), sessionID(r), user, rev, patch)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", revisionETag(ss.Revision))
+	writeJSON(w, http.StatusOK, ss)
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+	user, err := userID(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.eng.Sessions.Close(r.Context(), tenant(r), sessionID(r), user); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// closeSession is DELETE that answers with the final session, so the caller
+// can checkpoint what matters before it is gone.
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) error {
+	user, err := userID(r)
+	if err != nil {
+		return err
+	}
+	ss, err := s.eng.Sessions.Close(r.Context(), tenant(r), sessionID(r), user)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ss)
+	return nil
+}
+
+// AppendMessagesRequest is the body of POST .../messages.
+type AppendMessagesRequest struct {
+	Messages []session.MessageInput `json:"messages"`
+}
+
+func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
+	user, err := userID(r)
+	if err != nil {
+		return err
+	}
+	var body AppendMessagesRequest
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	res, err := s.eng.Sessions.Append(r.Context(), tenant(r), sessionID(r), user, body.Messages)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Memento-Messages-Trimmed", strconv.Itoa(res.Trimmed))
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
+	user, err := userID(r)
+	if err != nil {
+		return err
+	}
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(q, "after_seq")
+	if err != nil {
+		return err
+	}
+	mq := session.MessageQuery{Limit: int(min(limit, session.MaxListLimit)), AfterSeq: after}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return badRequest("query parameter since must be an RFC 3339 time, not %q", v)
+		}
+		mq.Since = t
+	}
+	ms, err := s.eng.Sessions.Messages(r.Context(), tenant(r), sessionID(r), user, mq)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listOf(ms, ""))
+	return nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	user, err := userID(r)
+	if err != nil {
+		return err
+	}
+	q, _ := query(r)
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	ss, err := s.eng.Sessions.ListUser(r.Context(), tenant(r), user, int(min(limit, session.MaxListLimit)))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listOf(ss, ""))
+	return nil
+}
+
+// SummaryRequest fills a session's summary slot.
+type SummaryRequest struct {
+	Text       string          `json:"text"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	ThroughSeq int64           `json:"through_seq"`
+}
+
+func (s *Server) putSummary(w http.ResponseWriter, r *http.Request) error {
+	user, err := userID(r)
+	if err != nil {
+		return err
+	}
+	var body SummaryRequest
+	if err := s.decodeJSON(w, r, &body); err != nil {
+		return err
+	}
+	sum := session.Summary{Text: body.Text, Data: body.Data, ThroughSeq: body.ThroughSeq}
+	ss, err := s.eng.Sessions.SetSummary(r.Context(), tenant(r), sessionID(r), user, sum)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ss)
+	return nil
+}
+
+func (s *Server) resolvePII(w http.ResponseWriter, r *http.Request) error {
+	ref := r.PathValue("ref")
+	res, err := s.eng.Vault.Resolve(r.Context(), tenant(r), ref)
+	// An audit line per attempt: who, which reference, the outcome; never the value.
+	s.log.Info("pii resolve", "request_id", infoOf(r).id, "tenant", tenant(r), "ref", ref, "ok", err == nil)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) forgetPII(w http.ResponseWriter, r *http.Request) error {
+	ref := r.PathValue("ref")
+	err := s.eng.Vault.Forget(r.Context(), tenant(r), ref)
+	s.log.Info("pii forget", "request_id", infoOf(r).id, "tenant", tenant(r), "ref", ref, "ok", err == nil)
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// systemRoutes are the operational endpoints, open without an API key.
+func (s *Server) systemRoutes() []Route {
+	return []Route{
+		{Method: http.MethodGet, Path: "/healthz", Public: true, Handler: s.healthz},
+		{Method: http.MethodGet, Path: "/readyz", Public: true, Handler: s.readyz},
+		{Method: http.MethodGet, Path: "/metrics", Public: true, Handler: s.serveMetrics},
+		{Method: http.MethodGet, Path: "/openapi.json", Public: true, Handler: s.serveOpenAPI},
+	}
+}
+
+// healthz says the process serves HTTP; it does not touch the backends.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// readyz says every backend answers, so a load balancer can route here.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.eng.Ready(ctx); err != nil {
+		s.log.Warn("not ready", "request_id", infoOf(r).id, "error", err.Error())
+		return newError(KindNotReady, err.Error())
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "backend": string(s.eng.Backend())})
+	return nil
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
+	s.metrics.handler().ServeHTTP(w, r)
+	return nil
+}
+
+func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(s.openapi)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(s.openapi)
+	return nil
+}

@@ -1,0 +1,137 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// Redactor replaces personal data in texts with references. pii.Vault
+// implements it; the service calls it once per request with every string
+// the request stores.
+type Redactor interface {
+	Protect(ctx context.Context, tenantID string, texts []string) ([]string, error)
+}
+
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after JSON value")
+	}
+	return v, nil
+}
+
+func encodeJSON(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// collect appends every string in v, object keys included, in a fixed order
+// (keys sorted) that substitute follows.
+func collect(v any, out *[]string) {
+	switch t := v.(type) {
+	case string:
+		*out = append(*out, t)
+	case []any:
+		for _, e := range t {
+			collect(e, out)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			*out = append(*out, k)
+			collect(t[k], out)
+		}
+	}
+}
+
+func substitute(v any, in []string, i *int) any {
+	switch t := v.(type) {
+	case string:
+		s := in[*i]
+		*i++
+		return s
+	case []any:
+		for j, e := range t {
+			t[j] = substitute(e, in, i)
+		}
+		return t
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		out := make(map[string]any, len(t))
+		for _, k := range keys {
+			nk := in[*i]
+			*i++
+			out[nk] = substitute(t[k], in, i)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// jsonDoc is a decoded JSON document whose strings are redacted in one batch
+// with other documents of the same request.
+type jsonDoc struct {
+	v     any
+	start int // index of its first string in the batch
+	n     int
+}
+
+// batch gathers the strings of one request for a single Protect call.
+type batch struct {
+	texts []string
+}
+
+func (b *batch) addText(s string) int {
+	b.texts = append(b.texts, s)
+	return len(b.texts) - 1
+}
+
+func (b *batch) addDoc(v any) *jsonDoc {
+	d := &jsonDoc{v: v, start: len(b.texts)}
+	collect(v, &b.texts)
+	d.n = len(b.texts) - d.start
+	return d
+}
+
+func (b *batch) protect(ctx context.Context, r Redactor, tenantID string) error {
+	if r == nil || len(b.texts) == 0 {
+		return nil
+	}
+	out, err := r.Protect(ctx, tenantID, b.texts)
+	if err != nil {
+		return fmt.Errorf("redact personal data: %w", err)
+	}
+	if len(out) != len(b.texts) {
+		return fmt.Errorf("redact personal data: %d texts in, %d out", len(b.texts), len(out))
+	}
+	b.texts = out
+	return nil
+}
+
+func (b *batch) doc(d *jsonDoc) (json.RawMessage, error) {
+	i := d.start
+	v := substitute(d.v, b.texts, &i)
+	return encodeJSON(v)
+}

@@ -1,0 +1,477 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Defaults and bounds, each overridable through Options.
+const (
+	DefaultTTL             = 30 * time.Minute
+	DefaultMaxTTL          = 7 * 24 * time.Hour
+	MinTTL                 = 100 * time.Millisecond
+	DefaultMaxMessages     = 200
+	DefaultMaxMessageBytes = 16 << 10
+	DefaultMaxStateBytes   = 64 << 10
+	DefaultMaxAppendBatch  = 100
+	DefaultListLimit       = 50
+	MaxListLimit           = 1000
+	MaxIDLength            = 200
+	MaxRoleLength          = 64
+)
+
+// Options configure a Service. Zero values take the defaults above.
+type Options struct {
+	DefaultTTL      time.Duration
+	MaxTTL          time.Duration
+	MaxMessages     int // cap per session; the oldest are trimmed beyond it
+	MaxMessageBytes int // content plus metadata of one message
+	MaxStateBytes   int // state, and the summary, as stored
+	MaxAppendBatch  int
+	// Redactor replaces personal data before anything is stored; nil stores
+	// text as given. The engine wires the pii vault here by default.
+	Redactor Redactor
+}
+
+// Service applies the session rules (validation, limits, merge patch,
+// redaction, schemas) on top of a Store.
+type Service struct {
+	store Store
+	opts  Options
+
+	mu      sync.RWMutex
+	schemas map[string]*jsonschema.Schema
+}
+
+// NewService wires a Service to a Store.
+func NewService(store Store, opts Options) *Service {
+	if opts.DefaultTTL <= 0 {
+		opts.DefaultTTL = DefaultTTL
+	}
+	if opts.MaxTTL <= 0 {
+		opts.MaxTTL = DefaultMaxTTL
+	}
+	if opts.DefaultTTL > opts.MaxTTL {
+		opts.DefaultTTL = opts.MaxTTL
+	}
+	if opts.MaxMessages <= 0 {
+		opts.MaxMessages = DefaultMaxMessages
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.MaxStateBytes <= 0 {
+		opts.MaxStateBytes = DefaultMaxStateBytes
+	}
+	if opts.MaxAppendBatch <= 0 {
+		opts.MaxAppendBatch = DefaultMaxAppendBatch
+	}
+	return &Service{store: store, opts: opts, schemas: map[string]*jsonschema.Schema{}}
+}
+
+// Options returns the effective options.
+func (s *Service) Options() Options { return s.opts }
+
+// Store returns the underlying store.
+func (s *Service) Store() Store { return s.store }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
+}
+
+// ValidID checks a caller-chosen identifier (session id, user id, app).
+func ValidID(kind, id string) error {
+	if id == "" {
+		return invalid("%s is required", kind)
+	}
+	if len(id) > MaxIDLength {
+		return invalid("%s is longer than %d bytes", kind, MaxIDLength)
+	}
+	if !utf8.ValidString(id) {
+		return invalid("%s is not valid UTF-8", kind)
+	}
+	for _, r := range id {
+		if r < 0x21 || r == 0x7f || r == '/' || r == '?' || r == '#' || r == '%' {
+			return invalid("%s contains a character that is not allowed (space, control, '/', '?', '#', '%%')", kind)
+		}
+	}
+	return nil
+}
+
+func checkIDs(tenantID, sessionID, userID string) error {
+	if tenantID == "" {
+		return invalid("tenant is required")
+	}
+	if err := ValidID("session_id", sessionID); err != nil {
+		return err
+	}
+	return ValidID("user_id", userID)
+}
+
+// RegisterSchema sets the JSON Schema the state of sessions of app must
+// match (app "" covers sessions without an app). The schema sees the state
+// as stored, after redaction: a field that may hold personal data holds a
+// "pii:<kind>:<id>" reference, so declare it as a plain string.
+func (s *Service) RegisterSchema(app string, schema []byte) error {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return fmt.Errorf("parse session schema %q: %w", app, err)
+	}
+	c := jsonschema.NewCompiler()
+	url := fmt.Sprintf("memento:///sessions/%s.json", app)
+	if err := c.AddResource(url, doc); err != nil {
+		return fmt.Errorf("add session schema %q: %w", app, err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return fmt.Errorf("compile session schema %q: %w", app, err)
+	}
+	s.mu.Lock()
+	s.schemas[app] = sch
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Service) validateSchema(app string, state json.RawMessage) error {
+	s.mu.RLock()
+	sch := s.schemas[app]
+	s.mu.RUnlock()
+	if sch == nil {
+		return nil
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(state))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSchemaValidation, err)
+	}
+	if err := sch.Validate(v); err != nil {
+		return fmt.Errorf("%w: app %q: %v", ErrSchemaValidation, app, err)
+	}
+	return nil
+}
+
+func (s *Service) tooLarge(n int) error {
+	return fmt.Errorf("%w: %d bytes, limit %d; keep large tool results as references (URI and digest)", ErrStateTooLarge, n, s.opts.MaxStateBytes)
+}
+
+// decodeState parses a state document: a JSON object within the size limit.
+func (s *Service) decodeState(state json.RawMessage) (any, error) {
+	if len(bytes.TrimSpace(state)) == 0 {
+		return map[string]any{}, nil
+	}
+	if len(state) > s.opts.MaxStateBytes {
+		return nil, s.tooLarge(len(state))
+	}
+	v, err := decodeJSON(state)
+	if err != nil {
+		return nil, invalid("state is not valid JSON: %v", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, invalid("state must be a JSON object")
+	}
+	return v, nil
+}
+
+// finishState redacts (through b), re-encodes and checks the size and schema
+// of a decoded state.
+func (s *Service) finishState(ctx context.Context, tenantID, app string, v any) (json.RawMessage, error) {
+	var b batch
+	d := b.addDoc(v)
+	if err := b.protect(ctx, s.opts.Redactor, tenantID); err != nil {
+		return nil, err
+	}
+	out, err := b.doc(d)
+	if err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
+	}
+	if len(out) > s.opts.MaxStateBytes {
+		return nil, s.tooLarge(len(out))
+	}
+	if err := s.validateSchema(app, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Service) ttl(d time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return s.opts.DefaultTTL, nil
+	case d < MinTTL:
+		return 0, invalid("ttl must be at least %s", MinTTL)
+	case d > s.opts.MaxTTL:
+		return 0, invalid("ttl must be at most %s", s.opts.MaxTTL)
+	}
+	return d, nil
+}
+
+// Put creates the session or replaces its state (messages and summary are
+// kept). created tells which.
+func (s *Service) Put(ctx context.Context, tenantID, sessionID string, req PutRequest) (Session, bool, error) {
+	if err := checkIDs(tenantID, sessionID, req.UserID); err != nil {
+		return Session{}, false, err
+	}
+	if req.App != "" {
+		if err := ValidID("app", req.App); err != nil {
+			return Session{}, false, err
+		}
+	}
+	if req.ExpectedRevision < 0 {
+		return Session{}, false, invalid("expected revision must not be negative")
+	}
+	ttl, err := s.ttl(req.TTL)
+	if err != nil {
+		return Session{}, false, err
+	}
+	v, err := s.decodeState(req.State)
+	if err != nil {
+		return Session{}, false, err
+	}
+	state, err := s.finishState(ctx, tenantID, req.App, v)
+	if err != nil {
+		return Session{}, false, err
+	}
+	sess, created, err := s.store.Put(ctx, PutParams{
+		TenantID: tenantID, SessionID: sessionID, UserID: req.UserID, App: req.App,
+		State: state, TTL: ttl, ExpectedRevision: req.ExpectedRevision,
+	})
+	if err != nil {
+		return Session{}, false, fmt.Errorf("put session %s: %w", sessionID, err)
+	}
+	return sess, created, nil
+}
+
+// Get returns a live session of the user.
+func (s *Service) Get(ctx context.Context, tenantID, sessionID, userID string) (Session, error) {
+	if err := checkIDs(tenantID, sessionID, userID); err != nil {
+		return Session{}, err
+	}
+	sess, err := s.store.Get(ctx, tenantID, sessionID, userID)
+	if err != nil {
+		return Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
+	}
+	return sess, nil
+}
+
+// Patch applies a JSON Merge Patch (RFC 7386) to the state if the session is
+// at expectedRevision; a stale revision is ErrPreconditionFailed and changes
+// nothing. The patch must be a JSON object (a non-object would replace the
+// whole state with a non-object).
+func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string, expectedRevision int64, patch json.RawMessage) (Session, error) {
+	if err := checkIDs(tenantID, sessionID, userID); err != nil {
+		return Session{}, err
+	}
+	if expectedRevision <= 0 {
+		return Session{}, ErrPreconditionRequired
+	}
+	if len(patch) > s.opts.MaxStateBytes {
+		return Session{}, s.tooLarge(len(patch))
+	}
+	pv, err := decodeJSON(patch)
+	if err != nil {
+		return Session{}, invalid("patch is not valid JSON: %v", err)
+	}
+	if _, ok := pv.(map[string]any); !ok {
+		return Session{}, invalid("a merge patch of session state must be a JSON object")
+	}
+	cur, err := s.store.Get(ctx, tenantID, sessionID, userID)
+	if err != nil {
+		return Session{}, fmt.Errorf("patch session %s: %w", sessionID, err)
+	}
+	if cur.Revision != expectedRevision {
+		return Session{}, fmt.Errorf("patch session %s at revision %d (current %d): %w", sessionID, expectedRevision, cur.Revision, ErrPreconditionFailed)
+	}
+	merged, err := jsonpatch.MergePatch(cur.State, patch)
+	if err != nil {
+		return Session{}, invalid("apply merge patch: %v", err)
+	}
+	v, err := s.decodeState(merged)
+	if err != nil {
+		return Session{}, err
+	}
+	state, err := s.finishState(ctx, tenantID, cur.App, v)
+	if err != nil {
+		return Session{}, err
+	}
+	sess, err := s.store.SetState(ctx, tenantID, sessionID, userID, expectedRevision, state)
+	if err != nil {
+		return Session{}, fmt.Errorf("patch session %s: %w", sessionID, err)
+	}
+	return sess, nil
+}
+
+// Append adds messages; beyond the cap the oldest are trimmed in the same
+// atomic step and the result says how many.
+func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string, msgs []MessageInput) (AppendResult, error) {
+	if err := checkIDs(tenantID, sessionID, userID); err != nil {
+		return AppendResult{}, err
+	}
+	if len(msgs) == 0 {
+		return AppendResult{}, invalid("no messages to append")
+	}
+	if len(msgs) > s.opts.MaxAppendBatch {
+		return AppendResult{}, invalid("at most %d messages per append, got %d", s.opts.MaxAppendBatch, len(msgs))
+	}
+	var b batch
+	type ref struct {
+		content int
+		meta    *jsonDoc
+	}
+	refs := make([]ref, len(msgs))
+	for i, m := range msgs {
+		if m.Role == "" || len(m.Role) > MaxRoleLength || !utf8.ValidString(m.Role) {
+			return AppendResult{}, invalid("message %d: role is required, at most %d bytes", i, MaxRoleLength)
+		}
+		if !utf8.ValidString(m.Content) {
+			return AppendResult{}, invalid("message %d: content is not valid UTF-8", i)
+		}
+		if n := len(m.Content) + len(m.Metadata); n > s.opts.MaxMessageBytes {
+			return AppendResult{}, fmt.Errorf("%w: message %d has %d bytes, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes)
+		}
+		refs[i].content = b.addText(m.Content)
+		if len(bytes.TrimSpace(m.Metadata)) > 0 && string(bytes.TrimSpace(m.Metadata)) != "null" {
+			v, err := decodeJSON(m.Metadata)
+			if err != nil {
+				return AppendResult{}, invalid("message %d: metadata is not valid JSON: %v", i, err)
+			}
+			if _, ok := v.(map[string]any); !ok {
+				return AppendResult{}, invalid("message %d: metadata must be a JSON object", i)
+			}
+			refs[i].meta = b.addDoc(v)
+		}
+	}
+	if err := b.protect(ctx, s.opts.Redactor, tenantID); err != nil {
+		return AppendResult{}, err
+	}
+	out := make([]MessageInput, len(msgs))
+	for i, m := range msgs {
+		out[i] = MessageInput{Role: m.Role, Content: b.texts[refs[i].content]}
+		if refs[i].meta != nil {
+			meta, err := b.doc(refs[i].meta)
+			if err != nil {
+				return AppendResult{}, fmt.Errorf("encode metadata: %w", err)
+			}
+			out[i].Metadata = meta
+		}
+		if n := len(out[i].Content) + len(out[i].Metadata); n > s.opts.MaxMessageBytes {
+			return AppendResult{}, fmt.Errorf("%w: message %d has %d bytes after personal data was replaced by references, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes)
+		}
+	}
+	res, err := s.store.Append(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("append to session %s: %w", sessionID, err)
+	}
+	return res, nil
+}
+
+// Messages lists messages: the latest q.Limit (default DefaultListLimit)
+// after q.Since / q.AfterSeq, oldest first.
+func (s *Service) Messages(ctx context.Context, tenantID, sessionID, userID string, q MessageQuery) ([]Message, error) {
+	if err := checkIDs(tenantID, sessionID, userID); err != nil {
+		return nil, err
+	}
+	switch {
+	case q.Limit < 0:
+		return nil, invalid("limit must not be negative")
+	case q.Limit == 0:
+		q.Limit = DefaultListLimit
+	case q.Limit > MaxListLimit:
+		q.Limit = MaxListLimit
+	}
+	if q.AfterSeq < 0 {
+		return nil, invalid("after_seq must not be negative")
+	}
+	ms, err := s.store.Messages(ctx, tenantID, sessionID, userID, q)
+	if err != nil {
+		return nil, fmt.Errorf("list messages of session %s: %w", sessionID, err)
+	}
+	return ms, nil
+}
+
+// SetSummary fills the summary slot. Text and Data are redacted like state.
+func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID string, sum Summary) (Session, error) {
+	if err := checkIDs(tenantID, sessionID, userID); err != nil {
+		return Session{}, err
+	}
+	if sum.ThroughSeq < 0 {
+		return Session{}, invalid("through_seq must not be negative")
+	}
+	if !utf8.ValidString(sum.Text) {
+		return Session{}, invalid("summary text is not valid UTF-8")
+	}
+	if n := len(sum.Text) + len(sum.Data); n > s.opts.MaxStateBytes {
+		return Session{}, fmt.Errorf("%w: summary has %d bytes, limit %d", ErrStateTooLarge, n, s.opts.MaxStateBytes)
+	}
+	var b batch
+	ti := b.addText(sum.Text)
+	var d *jsonDoc
+	if len(bytes.TrimSpace(sum.Data)) > 0 && string(bytes.TrimSpace(sum.Data)) != "null" {
+		v, err := decodeJSON(sum.Data)
+		if err != nil {
+			return Session{}, invalid("summary data is not valid JSON: %v", err)
+		}
+		d = b.addDoc(v)
+	}
+	if err := b.protect(ctx, s.opts.Redactor, tenantID); err != nil {
+		return Session{}, err
+	}
+	out := Summary{Text: b.texts[ti], ThroughSeq: sum.ThroughSeq}
+	if d != nil {
+		data, err := b.doc(d)
+		if err != nil {
+			return Session{}, fmt.Errorf("encode summary data: %w", err)
+		}
+		out.Data = data
+	}
+	if n := len(out.Text) + len(out.Data); n > s.opts.MaxStateBytes {
+		return Session{}, fmt.Errorf("%w: summary has %d bytes after redaction, limit %d", ErrStateTooLarge, n, s.opts.MaxStateBytes)
+	}
+	sess, err := s.store.SetSummary(ctx, tenantID, sessionID, userID, out)
+	if err != nil {
+		return Session{}, fmt.Errorf("set summary of session %s: %w", sessionID, err)
+	}
+	return sess, nil
+}
+
+// Close ends the session: its state, messages and summary are deleted and
+// the final session is returned, so the caller can checkpoint what matters.
+func (s *Service) Close(ctx context.Context, tenantID, sessionID, userID string) (Session, error) {
+	if err := checkIDs(tenantID, sessionID, userID); err != nil {
+		return Session{}, err
+	}
+	sess, err := s.store.Delete(ctx, tenantID, sessionID, userID)
+	if err != nil {
+		return Session{}, fmt.Errorf("close session %s: %w", sessionID, err)
+	}
+	return sess, nil
+}
+
+// ListUser returns the user's live sessions, most recently active first.
+func (s *Service) ListUser(ctx context.Context, tenantID, userID string, limit int) ([]Session, error) {
+	if tenantID == "" {
+		return nil, invalid("tenant is required")
+	}
+	if err := ValidID("user_id", userID); err != nil {
+		return nil, err
+	}
+	switch {
+	case limit < 0:
+		return nil, invalid("limit must not be negative")
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit > MaxListLimit:
+		limit = MaxListLimit
+	}
+	ss, err := s.store.ListByUser(ctx, tenantID, userID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions of user: %w", err)
+	}
+	return ss, nil
+}

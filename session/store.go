@@ -1,0 +1,47 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Store persists sessions. Every method is scoped by tenant and bound to the
+// user: a session of another tenant or user, or one past its expiry, is
+// ErrNotFound on every path, whether or not storage was reclaimed yet.
+// Each write is activity: it moves the expiry to now + the session's TTL
+// (reads do not, so a GET is side-effect free). Times have microsecond
+// precision. Implementations live under store/ and pass storetest.SessionStoreSuite.
+type Store interface {
+	// Put creates the session (revision 1, created=true) or, if it is live and
+	// belongs to p.UserID, replaces its state, app and TTL (revision+1),
+	// keeping messages and summary. An expired session is replaced as if
+	// absent. With p.ExpectedRevision > 0 the session must exist at that
+	// revision, else ErrPreconditionFailed. A live session of another user is
+	// ErrNotFound.
+	Put(ctx context.Context, p PutParams) (s Session, created bool, err error)
+
+	Get(ctx context.Context, tenantID, sessionID, userID string) (Session, error)
+
+	// SetState replaces the state if the revision is expectedRevision
+	// (else ErrPreconditionFailed), atomically, and returns the session.
+	SetState(ctx context.Context, tenantID, sessionID, userID string, expectedRevision int64, state json.RawMessage) (Session, error)
+
+	// Append adds msgs with consecutive seqs and strictly increasing times
+	// and, in the same atomic step, drops the oldest messages beyond
+	// maxMessages, reporting how many it dropped.
+	Append(ctx context.Context, tenantID, sessionID, userID string, msgs []MessageInput, maxMessages int) (AppendResult, error)
+
+	// Messages returns messages matching q, oldest first.
+	Messages(ctx context.Context, tenantID, sessionID, userID string, q MessageQuery) ([]Message, error)
+
+	// SetSummary stores the summary slot (UpdatedAt is set by the store).
+	SetSummary(ctx context.Context, tenantID, sessionID, userID string, sum Summary) (Session, error)
+
+	// Delete removes the session with its messages and returns it as it was
+	// (the service's Close).
+	Delete(ctx context.Context, tenantID, sessionID, userID string) (Session, error)
+
+	// ListByUser returns the user's live sessions, most recently active
+	// first, at most limit.
+	ListByUser(ctx context.Context, tenantID, userID string, limit int) ([]Session, error)
+}

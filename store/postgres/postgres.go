@@ -1,0 +1,150 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrationLockKey is the first half of the advisory lock taken while
+// migrating; the second half is a hash of the target schema, so instances
+// migrating different schemas (tests) do not wait for each other.
+const migrationLockKey int32 = 0x4d454d4f // "MEMO"
+
+// DefaultMaxConns is the pool size unless the connection string sets
+// pool_max_conns. pgx's default (the number of CPUs, at least 4) is too few:
+// a commit mostly waits for its WAL flush, and concurrent commits share one
+// flush only if they run on connections of their own.
+const DefaultMaxConns = 16
+
+// DB is a PostgreSQL-backed store. It is safe for concurrent use.
+type DB struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to PostgreSQL and applies the embedded migrations that are
+// not applied yet. Parameters that pgx does not know (such as search_path)
+// are sent to the server as runtime parameters of every pooled connection;
+// tables are created unqualified, so they land in the first schema of the
+// search path.
+func Open(ctx context.Context, connString string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: parse connection string: %w", err)
+	}
+	if !strings.Contains(connString, "pool_max_conns") && cfg.MaxConns < DefaultMaxConns {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	return &DB{pool: pool}, nil
+}
+
+// Close closes every connection of the pool.
+func (db *DB) Close() { db.pool.Close() }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping postgres: %w", err)
+	}
+	return nil
+}
+
+// Pool returns the connection pool, for the other domains' stores of this
+// package and for tests.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+type migration struct {
+	version string // file name without .sql, e.g. "0001_runs"
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	out := make([]migration, 0, len(names))
+	for _, name := range names {
+		b, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: strings.TrimSuffix(path.Base(name), ".sql"), sql: string(b)})
+	}
+	return out, nil
+}
+
+// migrate applies the embedded migrations in lexical order, in one
+// transaction under a transaction-scoped advisory lock: instances starting
+// together serialize here, and a failure leaves nothing half-applied. A
+// transaction lock cannot leak into the pool the way a session lock could
+// if the unlock were lost to a cancelled context.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	migs, err := loadMigrations()
+	if err != nil {
+		return fmt.Errorf("read embedded migrations: %w", err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // no-op after Commit
+
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(coalesce(current_schema(), '')))`, migrationLockKey); err != nil {
+		return fmt.Errorf("apply migrations: take lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    text PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return fmt.Errorf("apply migrations: create schema_migrations (does the schema of search_path exist?): %w", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return fmt.Errorf("apply migrations: read schema_migrations: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("apply migrations: read schema_migrations: %w", err)
+	}
+	done := make(map[string]bool, len(applied))
+	for _, v := range applied {
+		done[v] = true
+	}
+	for _, m := range migs {
+		if done[m.version] {
+			continue
+		}
+		// No arguments: pgx sends it with the simple protocol, so a file may
+		// hold several statements.
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return fmt.Errorf("apply migration %s: %w", m.version, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.version); err != nil {
+			return fmt.Errorf("record migration %s: %w", m.version, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("apply migrations: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package redis_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mementohq/memento/pii"
+	"github.com/mementohq/memento/session"
+	mredis "github.com/mementohq/memento/store/redis"
+	"github.com/mementohq/memento/storetest"
+)
+
+func testURL() string {
+	if u := os.Getenv("MEMENTO_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// openStore connects with a random key prefix and deletes every key under
+// it when the test ends, so tests of other helpers on the same Redis are
+// untouched.
+func openStore(t *testing.T) *mredis.Store {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	prefix := "mt-" + hex.EncodeToString(b) + ":"
+	s, err := mredis.Open(t.Context(), testURL(), mredis.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatalf("Redis is required and unreachable at %s (set MEMENTO_TEST_REDIS_URL): %v", testURL(), err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := s.Client().Scan(ctx, 0, prefix+"*", 500).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			s.Client().Del(ctx, keys...)
+		}
+		s.Close()
+	})
+	return s
+}
+
+func TestSessionStoreSuite(t *testing.T) {
+	storetest.SessionStoreSuite(t, func(t *testing.T) session.Store { return openStore(t) })
+}
+
+func TestPIIVaultSuite(t *testing.T) {
+	storetest.PIIVaultSuite(t, func(t *testing.T) pii.Store { return openStore(t) })
+}
+
+func keysOf(t *testing.T, s *mredis.Store) []string {
+	t.Helper()
+	ctx := t.Context()
+	var keys []string
+	iter := s.Client().Scan(ctx, 0, s.Prefix()+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	return keys
+}
+
+// TestKeyLayout checks the hash tags (one cluster slot per session), that
+// every key of a session carries a native expiry, and that expiry reclaims
+// the keys without any sweep.
+func TestKeyLayout(t *testing.T) {
+	s := openStore(t)
+	ctx := t.Context()
+	svc := session.NewService(s, session.Options{})
+	if _, _, err := svc.Put(ctx, "ten:ant{x}", "ses:1", session.PutRequest{UserID: "u", TTL: 300 * time.Millisecond}); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if _, err := svc.Append(ctx, "ten:ant{x}", "ses:1", "u", []session.MessageInput{{Role: "user", Content: "hi"}}); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	keys := keysOf(t, s)
+	tag := "{t:ten%3Aant%7Bx%7D:s:ses%3A1}"
+	index := s.Prefix() + "{t:ten%3Aant%7Bx%7D:u:u}:ix"
+	var sessionKeys int
+	for _, k := range keys {
+		ttl, err := s.Client().PTTL(ctx, k).Result()
+		// Session keys expire with the session (rounded up to the next ms);
+		// the user index lives up to max(ttl/2, 1s) longer, by design.
+		limit := 302 * time.Millisecond
+		if k == index {
+			limit = 1302 * time.Millisecond
+		} else if strings.Contains(k, tag) {
+			sessionKeys++
+		}
+		if err != nil || ttl <= 0 || ttl > limit {
+			t.Fatalf("key %s has ttl %v (err %v), want a native expiry within %v", k, ttl, err, limit)
+		}
+	}
+	if sessionKeys != 2 || len(keys) != 3 {
+		t.Fatalf("keys %v: want the record and the message list under hash tag %s, and the user index", keys, tag)
+	}
+	m, l := s.Prefix()+tag+":m", s.Prefix()+tag+":l"
+	if slotOf(m) != slotOf(l) {
+		t.Fatalf("record and messages in different cluster slots")
+	}
+	time.Sleep(400 * time.Millisecond) // real TTL expiry
+	if left := keysOf(t, s); len(left) != 1 || left[0] != index {
+		t.Fatalf("keys left after expiry: %v, want only the user index (which expires later)", left)
+	}
+}
+
+// slotOf is the Redis Cluster slot of a key: CRC16 of the hash tag mod 16384.
+func slotOf(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
+
+// TestRawStorageHoldsReferences reads Redis itself: a message with a card
+// number and an e-mail is stored with references only.
+func TestRawStorageHoldsReferences(t *testing.T) {
+	s := openStore(t)
+	ctx := t.Context()
+	vault, _ := pii.NewVault(s, pii.VaultOptions{})
+	svc := session.NewService(s, session.Options{Redactor: vault})
+	if _, _, err := svc.Put(ctx, "t", "s", session.PutRequest{UserID: "u", State: json.RawMessage(`{"contact":"bob@example.org"}`)}); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if _, err := svc.Append(ctx, "t", "s", "u", []session.MessageInput{{Role: "user", Content: "pay with 4111 1111 1111 1111, receipt to bob@example.org"}}); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	tag := s.Prefix() + "{t:t:s:s}"
+	state, err := s.Client().HGet(ctx, tag+":m", "st").Result()
+	if err != nil {
+		t.Fatalf("raw state: %v", err)
+	}
+	msgs, err := s.Client().LRange(ctx, tag+":l", 0, -1).Result()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("raw messages: %v %v", msgs, err)
+	}
+	for _, raw := range []string{"4111 1111 1111 1111", "4111111111111111", "bob@example.org"} {
+		if strings.Contains(msgs[0], raw) || strings.Contains(state, raw) {
+			t.Fatalf("raw %q in Redis: %q %q", raw, msgs[0], state)
+		}
+	}
+	if !strings.Contains(msgs[0], "pii:card:") || !strings.Contains(msgs[0], "pii:email:") || !strings.Contains(state, "pii:email:") {
+		t.Fatalf("references missing in Redis: %q %q", msgs[0], state)
+	}
+}
+
+// TestIndexToleratesLostMembers checks that listing survives index members
+// whose session keys vanished without the index being told (eviction, a
+// failed cleanup) and removes them.
+func TestIndexToleratesLostMembers(t *testing.T) {
+	s := openStore(t)
+	ctx := t.Context()
+	svc := session.NewService(s, session.Options{})
+	for _, id := range []string{"a", "b"} {
+		if _, _, err := svc.Put(ctx, "t", id, session.PutRequest{UserID: "u"}); err != nil {
+			t.Fatalf("put: %v", err)
+		}
+	}
+	if err := s.Client().Del(ctx, s.Prefix()+"{t:t:s:b}:m").Err(); err != nil {
+		t.Fatalf("del: %v", err)
+	}
+	list, err := svc.ListUser(ctx, "t", "u", 10)
+	if err != nil || len(list) != 1 || list[0].SessionID != "a" {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	members, err := s.Client().ZRange(ctx, s.Prefix()+"{t:t:u:u}:ix", 0, -1).Result()
+	if err != nil || len(members) != 1 || members[0] != "a" {
+		t.Fatalf("index after listing: %v %v, want [a]", members, err)
+	}
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := mredis.Open(ctx, "redis://127.0.0.1:1/0", mredis.Options{}); err == nil {
+		t.Fatal("open of an unreachable Redis succeeded")
+	}
+	if _, err := mredis.Open(ctx, "http://x", mredis.Options{}); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("open of a non-redis URL: %v", err)
+	}
+}

@@ -1,0 +1,205 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// FileName is the database file OpenDir uses inside a data directory.
+const FileName = "memento.db"
+
+// busyTimeout bounds how long a connection waits for another process's lock
+// (a CLI and a server on one file) before SQLITE_BUSY.
+const busyTimeout = 10 * time.Second
+
+// readConns is the size of the read pool; WAL lets readers run beside the writer.
+const readConns = 4
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// DB is an open embedded database. All writes go through one connection
+// whose transactions begin IMMEDIATE, so writers in this process queue in Go
+// and writers in other processes wait on busy_timeout instead of failing a
+// lock upgrade midway; reads use a small separate pool.
+type DB struct {
+	w    *sql.DB
+	r    *sql.DB
+	path string
+	now  func() time.Time
+}
+
+// OpenDir opens (creating it if needed) the database file FileName in dir.
+func OpenDir(ctx context.Context, dir string) (*DB, error) {
+	return Open(ctx, filepath.Join(dir, FileName))
+}
+
+// Open opens (creating it and its parent directories if needed) the database
+// file at path and applies the embedded schema migrations.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("open sqlite: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open sqlite %s: create directory: %w", abs, err)
+	}
+	// synchronous=FULL: a commit acknowledged to a workflow survives power loss,
+	// not only a process crash; durability is what a run store is for.
+	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1&_journal_mode=WAL&_synchronous=FULL", busyTimeout.Milliseconds())
+	w, err := sql.Open("sqlite", dsn(abs, common+"&_txlock=immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	db := &DB{w: w, path: abs, now: time.Now}
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
+	}
+	if err := db.migrate(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
+	}
+	// The read pool opens after the writer has put the file in WAL mode.
+	r, err := sql.Open("sqlite", dsn(abs, common+"&_query_only=1"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
+	}
+	r.SetMaxOpenConns(readConns)
+	r.SetMaxIdleConns(readConns)
+	db.r = r
+	if err := r.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
+	}
+	return db, nil
+}
+
+// dsn builds a URI filename; '?', '#' and '%' in the path would otherwise be
+// read as URI syntax.
+func dsn(path, query string) string {
+	p := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(path))
+	return "file:" + p + "?" + query
+}
+
+// Close closes both pools.
+func (db *DB) Close() error {
+	var errs []error
+	if db.r != nil {
+		errs = append(errs, db.r.Close())
+	}
+	errs = append(errs, db.w.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close sqlite %s: %w", db.path, err)
+	}
+	return nil
+}
+
+// Ping checks that the database answers on both pools.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping sqlite %s: %w", db.path, err)
+	}
+	if err := db.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping sqlite %s: %w", db.path, err)
+	}
+	return nil
+}
+
+// Path is the absolute path of the database file.
+func (db *DB) Path() string { return db.path }
+
+// SQL returns the pool every write goes through: one connection, whose
+// transactions begin IMMEDIATE. Release rows promptly: while they are open,
+// every other write waits.
+func (db *DB) SQL() *sql.DB { return db.w }
+
+// writeTx runs fn in one write transaction (BEGIN IMMEDIATE), committing if
+// fn returns nil and rolling back otherwise.
+func (db *DB) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// nowMicros is the store's clock, truncated to what is stored.
+func (db *DB) nowMicros() int64 {
+	return db.now().UnixMicro()
+}
+
+func fromMicros(us int64) time.Time {
+	return time.UnixMicro(us).UTC()
+}
+
+// migrate applies, in lexical order, every embedded migration not yet
+// recorded in schema_migrations, each in its own transaction. Several
+// processes opening one file at once serialize on BEGIN IMMEDIATE.
+func (db *DB) migrate(ctx context.Context) error {
+	if _, err := db.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    TEXT PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("read migrations: %w", err)
+	}
+	// fs.ReadDir sorts by file name: 0001_, 0002_, ... apply in that order.
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		body, err := fs.ReadFile(migrationFiles, "migrations/"+name)
+		if err != nil {
+			return fmt.Errorf("read migration %s: %w", name, err)
+		}
+		err = db.writeTx(ctx, func(tx *sql.Tx) error {
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM schema_migrations WHERE version = ?`, name).Scan(&one)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, name, db.nowMicros())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("apply migration %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,630 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mementohq/memento/run"
+)
+
+var _ run.Store = (*DB)(nil)
+
+const (
+	runColumns = `tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
+	status, status_reason, next_step, state, state_revision,
+	lease_owner, lease_epoch, lease_expires_at, parent_run_id, parent_revision,
+	created_at, updated_at`
+	// runColumnsNoState reads the same shape without the state, which can be
+	// large and which a commit replaces anyway.
+	runColumnsNoState = `tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
+	status, status_reason, next_step, '' AS state, state_revision,
+	lease_owner, lease_epoch, lease_expires_at, parent_run_id, parent_revision,
+	created_at, updated_at`
+)
+
+// rowScanner is a *sql.Row or *sql.Rows.
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanRun(sc rowScanner) (run.Run, error) {
+	var (
+		r       run.Run
+		status  string
+		state   []byte
+		expires sql.NullInt64
+		created int64
+		updated int64
+	)
+	err := sc.Scan(&r.TenantID, &r.RunID, &r.WorkflowName, &r.WorkflowVersion, &r.StateSchemaVersion,
+		&status, &r.StatusReason, &r.NextStep, &state, &r.StateRevision,
+		&r.LeaseOwner, &r.LeaseEpoch, &expires, &r.ParentRunID, &r.ParentRevision,
+		&created, &updated)
+	if err != nil {
+		return run.Run{}, err
+	}
+	r.Status = run.Status(status)
+	r.State = json.RawMessage(state)
+	if expires.Valid {
+		t := fromMicros(expires.Int64)
+		r.LeaseExpiresAt = &t
+	}
+	r.CreatedAt = fromMicros(created)
+	r.UpdatedAt = fromMicros(updated)
+	return r, nil
+}
+
+// querier is what reads need from either a pool or a transaction.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func getRun(ctx context.Context, q querier, tenantID, runID string) (run.Run, error) {
+	return getRunCols(ctx, q, runColumns, tenantID, runID)
+}
+
+func getRunCols(ctx context.Context, q querier, cols, tenantID, runID string) (run.Run, error) {
+	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+cols+` FROM runs WHERE tenant_id = ? AND run_id = ?`, tenantID, runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return run.Run{}, run.ErrNotFound
+	}
+	return r, err
+}
+
+// runExists reports a missing run as ErrNotFound, for lists that are empty.
+func runExists(ctx context.Context, q querier, tenantID, runID string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE tenant_id = ? AND run_id = ?`, tenantID, runID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return run.ErrNotFound
+	}
+	return err
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func insertRun(ctx context.Context, tx *sql.Tx, r run.Run, idemKey, digest string) error {
+	var expires any
+	if r.LeaseExpiresAt != nil {
+		expires = r.LeaseExpiresAt.UnixMicro()
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`, idempotency_key, request_digest)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.TenantID, r.RunID, r.WorkflowName, r.WorkflowVersion, r.StateSchemaVersion,
+		string(r.Status), r.StatusReason, r.NextStep, string(r.State), r.StateRevision,
+		r.LeaseOwner, r.LeaseEpoch, expires, r.ParentRunID, r.ParentRevision,
+		r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), nullIfEmpty(idemKey), digest)
+	return err
+}
+
+func insertEvent(ctx context.Context, tx *sql.Tx, tenantID, runID string, ev run.Event) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt,
+		payload, state, next_step, status, state_schema_version, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		tenantID, runID, ev.Seq, ev.EventType, ev.StepID, ev.Attempt,
+		string(ev.Payload), string(ev.State), ev.NextStep, string(ev.Status), ev.StateSchemaVersion, ev.CreatedAt.UnixMicro())
+	return err
+}
+
+// CreateRun inserts a run at revision 1 with its run.created event; see run.Store.
+func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, error) {
+	r := nr.Run
+	now := fromMicros(db.nowMicros())
+	r.StateRevision = 1
+	if r.Status == "" {
+		r.Status = run.StatusRunning
+	}
+	if len(r.State) == 0 {
+		r.State = json.RawMessage(`{}`)
+	}
+	if r.StateSchemaVersion == 0 {
+		r.StateSchemaVersion = 1
+	}
+	r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = "", 0, nil
+	r.CreatedAt, r.UpdatedAt = now, now
+	payload, err := json.Marshal(map[string]any{
+		"workflow_name": r.WorkflowName, "workflow_version": r.WorkflowVersion,
+		"state_schema_version": r.StateSchemaVersion,
+	})
+	if err != nil {
+		return run.Run{}, false, fmt.Errorf("sqlite create run: %w", err)
+	}
+	var existing run.Run
+	created := false
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		if nr.IdempotencyKey != "" {
+			var id, digest string
+			err := tx.QueryRowContext(ctx, `SELECT run_id, request_digest FROM runs WHERE tenant_id = ? AND idempotency_key = ?`,
+				r.TenantID, nr.IdempotencyKey).Scan(&id, &digest)
+			switch {
+			case err == nil:
+				if digest != nr.RequestDigest {
+					return run.ErrIdempotencyMismatch
+				}
+				existing, err = getRun(ctx, tx, r.TenantID, id)
+				return err
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
+		if err := runExists(ctx, tx, r.TenantID, r.RunID); err == nil {
+			return run.ErrAlreadyExists
+		} else if !errors.Is(err, run.ErrNotFound) {
+			return err
+		}
+		if err := insertRun(ctx, tx, r, nr.IdempotencyKey, nr.RequestDigest); err != nil {
+			return err
+		}
+		created = true
+		return insertEvent(ctx, tx, r.TenantID, r.RunID, run.Event{
+			Seq: 1, EventType: run.EventRunCreated, Payload: payload, CreatedAt: now,
+			State: r.State, NextStep: r.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,
+		})
+	})
+	if err != nil {
+		return run.Run{}, false, fmt.Errorf("sqlite create run: %w", err)
+	}
+	if !created {
+		return existing, false, nil
+	}
+	return r, true, nil
+}
+
+// GetRun returns the run; see run.Store.
+func (db *DB) GetRun(ctx context.Context, tenantID, runID string) (run.Run, error) {
+	r, err := getRun(ctx, db.r, tenantID, runID)
+	if err != nil {
+		return run.Run{}, fmt.Errorf("sqlite get run: %w", err)
+	}
+	return r, nil
+}
+
+// ListRuns returns a keyset page of runs; see run.Store.
+func (db *DB) ListRuns(ctx context.Context, tenantID string, f run.ListFilter) ([]run.Run, error) {
+	var (
+		where = []string{"tenant_id = ?"}
+		args  = []any{tenantID}
+	)
+	if f.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, string(f.Status))
+	}
+	if f.WorkflowName != "" {
+		where = append(where, "workflow_name = ?")
+		args = append(args, f.WorkflowName)
+	}
+	if f.AfterRunID != "" || !f.AfterCreated.IsZero() {
+		where = append(where, "(created_at, run_id) > (?, ?)")
+		args = append(args, f.AfterCreated.UnixMicro(), f.AfterRunID)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = run.DefaultListSize
+	}
+	args = append(args, limit)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY created_at, run_id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite list runs: %w", err)
+	}
+	defer rows.Close()
+	out := []run.Run{}
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite list runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite list runs: %w", err)
+	}
+	return out, nil
+}
+
+// ListEvents returns events after afterSeq, without snapshots; see run.Store.
+func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq int64, limit int) ([]run.Event, error) {
+	if limit <= 0 {
+		limit = run.DefaultListSize
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT seq, event_type, step_id, attempt, payload, created_at
+		FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		tenantID, runID, afterSeq-1, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite list events: %w", err)
+	}
+	defer rows.Close()
+	out := []run.Event{}
+	for rows.Next() {
+		var (
+			ev      run.Event
+			payload []byte
+			created int64
+		)
+		if err := rows.Scan(&ev.Seq, &ev.EventType, &ev.StepID, &ev.Attempt, &payload, &created); err != nil {
+			return nil, fmt.Errorf("sqlite list events: %w", err)
+		}
+		ev.Payload = json.RawMessage(payload)
+		ev.CreatedAt = fromMicros(created)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite list events: %w", err)
+	}
+	if len(out) == 0 {
+		// Every event row has its run, so only an empty page needs this check.
+		if err := runExists(ctx, db.r, tenantID, runID); err != nil {
+			return nil, fmt.Errorf("sqlite list events: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func getEvent(ctx context.Context, q querier, tenantID, runID string, seq int64) (run.Event, error) {
+	var (
+		ev             run.Event
+		payload, state []byte
+		status         string
+		created        int64
+	)
+	err := q.QueryRowContext(ctx, `SELECT seq, event_type, step_id, attempt, payload, created_at,
+		state, next_step, status, state_schema_version
+		FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq = ?`, tenantID, runID, seq).
+		Scan(&ev.Seq, &ev.EventType, &ev.StepID, &ev.Attempt, &payload, &created,
+			&state, &ev.NextStep, &status, &ev.StateSchemaVersion)
+	if errors.Is(err, sql.ErrNoRows) {
+		if err := runExists(ctx, q, tenantID, runID); err != nil {
+			return run.Event{}, err
+		}
+		return run.Event{}, run.ErrRevisionNotFound
+	}
+	if err != nil {
+		return run.Event{}, err
+	}
+	ev.Payload = json.RawMessage(payload)
+	ev.State = json.RawMessage(state)
+	ev.Status = run.Status(status)
+	ev.CreatedAt = fromMicros(created)
+	return ev, nil
+}
+
+// GetEvent returns one event with its snapshot; see run.Store.
+func (db *DB) GetEvent(ctx context.Context, tenantID, runID string, seq int64) (run.Event, error) {
+	ev, err := getEvent(ctx, db.r, tenantID, runID, seq)
+	if err != nil {
+		return run.Event{}, fmt.Errorf("sqlite get event %d: %w", seq, err)
+	}
+	return ev, nil
+}
+
+// leaseHeld reports whether the run's lease is held at now (micros).
+func leaseHeld(r run.Run, now int64) bool {
+	return r.LeaseOwner != "" && r.LeaseExpiresAt != nil && r.LeaseExpiresAt.UnixMicro() > now
+}
+
+// AcquireLease takes or renews the lease; see run.Store.
+func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (run.Lease, error) {
+	var l run.Lease
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		r, err := getRunCols(ctx, tx, runColumnsNoState, tenantID, runID)
+		if err != nil {
+			return err
+		}
+		if r.Status.Terminal() {
+			return fmt.Errorf("%w: status %s", run.ErrRunNotActive, r.Status)
+		}
+		now := db.nowMicros()
+		held := leaseHeld(r, now)
+		newEpoch := r.LeaseEpoch
+		switch {
+		case epoch > 0:
+			if !held || r.LeaseOwner != owner || r.LeaseEpoch != epoch {
+				return fmt.Errorf("%w: renewing epoch %d", run.ErrLeaseLost, epoch)
+			}
+		case held && r.LeaseOwner != owner:
+			return fmt.Errorf("%w: by %s until %s", run.ErrLeaseHeld, r.LeaseOwner, r.LeaseExpiresAt.Format(time.RFC3339Nano))
+		case !held:
+			newEpoch = r.LeaseEpoch + 1
+		}
+		expires := now + ttl.Microseconds()
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET lease_owner = ?, lease_epoch = ?, lease_expires_at = ?
+			WHERE tenant_id = ? AND run_id = ?`, owner, newEpoch, expires, tenantID, runID); err != nil {
+			return err
+		}
+		l = run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: fromMicros(expires)}
+		return nil
+	})
+	if err != nil {
+		return run.Lease{}, fmt.Errorf("sqlite acquire lease: %w", err)
+	}
+	return l, nil
+}
+
+// ReleaseLease frees the lease, keeping the epoch; see run.Store.
+func (db *DB) ReleaseLease(ctx context.Context, tenantID, runID, owner string, epoch int64) error {
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE runs SET lease_owner = '', lease_expires_at = NULL
+			WHERE tenant_id = ? AND run_id = ? AND lease_owner = ? AND lease_epoch = ? AND lease_owner <> ''`,
+			tenantID, runID, owner, epoch)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		if err := runExists(ctx, tx, tenantID, runID); err != nil {
+			return err
+		}
+		return run.ErrLeaseLost
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite release lease: %w", err)
+	}
+	return nil
+}
+
+// Commit appends one event and replaces the state in one transaction; see run.Store.
+func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCommit) (run.Run, run.Event, error) {
+	var (
+		out run.Run
+		ev  run.Event
+	)
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		r, err := getRunCols(ctx, tx, runColumnsNoState, tenantID, runID)
+		if err != nil {
+			return err
+		}
+		// Diagnose in the order run.Store documents.
+		if !slices.Contains(c.FromStatuses, r.Status) {
+			if c.Status != "" {
+				return fmt.Errorf("%w: %s -> %s", run.ErrInvalidTransition, r.Status, c.Status)
+			}
+			return fmt.Errorf("%w: run is %s", run.ErrInvalidTransition, r.Status)
+		}
+		now := db.nowMicros()
+		if !leaseHeld(r, now) || r.LeaseOwner != c.Owner || r.LeaseEpoch != c.Epoch {
+			return fmt.Errorf("%w: %s/%d does not hold it", run.ErrLeaseLost, c.Owner, c.Epoch)
+		}
+		if r.StateRevision != c.ExpectedRevision {
+			return fmt.Errorf("%w: run is at %d", run.ErrRevisionConflict, r.StateRevision)
+		}
+		ts := fromMicros(now)
+		r.State = c.State
+		if len(r.State) == 0 {
+			r.State = json.RawMessage(`{}`)
+		}
+		r.NextStep = c.NextStep
+		if c.Status != "" {
+			r.Status = c.Status
+		}
+		r.StatusReason = c.StatusReason
+		if c.StateSchemaVersion != 0 {
+			r.StateSchemaVersion = c.StateSchemaVersion
+		}
+		r.StateRevision++
+		r.UpdatedAt = ts
+		payload := c.Event.Payload
+		if len(payload) == 0 {
+			payload = json.RawMessage(`{}`)
+		}
+		ev = run.Event{
+			Seq: r.StateRevision, EventType: c.Event.EventType, StepID: c.Event.StepID, Attempt: c.Event.Attempt,
+			Payload: payload, CreatedAt: ts,
+			State: r.State, NextStep: r.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,
+		}
+		if err := insertEvent(ctx, tx, tenantID, runID, ev); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, next_step = ?, status = ?, status_reason = ?,
+			state_schema_version = ?, state_revision = ?, updated_at = ?
+			WHERE tenant_id = ? AND run_id = ?`,
+			string(r.State), r.NextStep, string(r.Status), r.StatusReason, r.StateSchemaVersion, r.StateRevision, now,
+			tenantID, runID); err != nil {
+			return err
+		}
+		out = r
+		return nil
+	})
+	if err != nil {
+		return run.Run{}, run.Event{}, fmt.Errorf("sqlite commit: %w", err)
+	}
+	return out, ev, nil
+}
+
+// CreateCheckpoint labels an existing revision; see run.Store.
+func (db *DB) CreateCheckpoint(ctx context.Context, tenantID, runID, label string, revision int64) (run.Checkpoint, error) {
+	var cp run.Checkpoint
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		r, err := getRunCols(ctx, tx, runColumnsNoState, tenantID, runID)
+		if err != nil {
+			return err
+		}
+		if revision < 1 || revision > r.StateRevision {
+			return fmt.Errorf("%w: %d, run is at %d", run.ErrRevisionNotFound, revision, r.StateRevision)
+		}
+		var one int
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM run_checkpoints WHERE tenant_id = ? AND run_id = ? AND label = ?`,
+			tenantID, runID, label).Scan(&one)
+		if err == nil {
+			return run.ErrCheckpointExists
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		now := db.nowMicros()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO run_checkpoints (tenant_id, run_id, label, revision, created_at)
+			VALUES (?, ?, ?, ?, ?)`, tenantID, runID, label, revision, now); err != nil {
+			return err
+		}
+		cp = run.Checkpoint{Label: label, Revision: revision, CreatedAt: fromMicros(now)}
+		return nil
+	})
+	if err != nil {
+		return run.Checkpoint{}, fmt.Errorf("sqlite create checkpoint: %w", err)
+	}
+	return cp, nil
+}
+
+// ListCheckpoints lists a run's checkpoints by revision, then label; see run.Store.
+func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string) ([]run.Checkpoint, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT label, revision, created_at FROM run_checkpoints
+		WHERE tenant_id = ? AND run_id = ? ORDER BY revision, label`, tenantID, runID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
+	}
+	defer rows.Close()
+	out := []run.Checkpoint{}
+	for rows.Next() {
+		var (
+			cp      run.Checkpoint
+			created int64
+		)
+		if err := rows.Scan(&cp.Label, &cp.Revision, &created); err != nil {
+			return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
+		}
+		cp.CreatedAt = fromMicros(created)
+		out = append(out, cp)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
+	}
+	if len(out) == 0 {
+		if err := runExists(ctx, db.r, tenantID, runID); err != nil {
+			return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// GetCheckpoint returns one checkpoint by label; see run.Store.
+func (db *DB) GetCheckpoint(ctx context.Context, tenantID, runID, label string) (run.Checkpoint, error) {
+	cp := run.Checkpoint{Label: label}
+	var created int64
+	err := db.r.QueryRowContext(ctx, `SELECT revision, created_at FROM run_checkpoints
+		WHERE tenant_id = ? AND run_id = ? AND label = ?`, tenantID, runID, label).Scan(&cp.Revision, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = runExists(ctx, db.r, tenantID, runID)
+		if err == nil {
+			err = run.ErrCheckpointNotFound
+		}
+	}
+	if err != nil {
+		return run.Checkpoint{}, fmt.Errorf("sqlite get checkpoint: %w", err)
+	}
+	cp.CreatedAt = fromMicros(created)
+	return cp, nil
+}
+
+// Fork copies a run as it was at revision into a new run; see run.Store.
+func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr run.NewRun) (run.Run, error) {
+	var out run.Run
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		src, err := getRunCols(ctx, tx, runColumnsNoState, tenantID, sourceRunID)
+		if err != nil {
+			return err
+		}
+		if revision < 1 || revision > src.StateRevision {
+			return fmt.Errorf("%w: %d, run is at %d", run.ErrRevisionNotFound, revision, src.StateRevision)
+		}
+		snap, err := getEvent(ctx, tx, tenantID, sourceRunID, revision)
+		if err != nil {
+			return err
+		}
+		if err := runExists(ctx, tx, tenantID, nr.Run.RunID); err == nil {
+			return fmt.Errorf("%w: %s", run.ErrAlreadyExists, nr.Run.RunID)
+		} else if !errors.Is(err, run.ErrNotFound) {
+			return err
+		}
+		now := fromMicros(db.nowMicros())
+		status := snap.Status
+		if status.Terminal() {
+			// A fork exists to go on from a past point; a terminal one could not.
+			status = run.StatusSuspended
+		}
+		r := run.Run{
+			TenantID: tenantID, RunID: nr.Run.RunID,
+			WorkflowName: src.WorkflowName, WorkflowVersion: src.WorkflowVersion,
+			StateSchemaVersion: snap.StateSchemaVersion, Status: status,
+			NextStep: snap.NextStep, State: snap.State, StateRevision: revision,
+			ParentRunID: sourceRunID, ParentRevision: revision,
+			CreatedAt: now, UpdatedAt: now,
+		}
+		if err := insertRun(ctx, tx, r, "", ""); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt,
+				payload, state, next_step, status, state_schema_version, created_at)
+			SELECT tenant_id, ?, seq, event_type, step_id, attempt,
+				payload, state, next_step, status, state_schema_version, created_at
+			FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq <= ?`,
+			r.RunID, tenantID, sourceRunID, revision); err != nil {
+			return err
+		}
+		out = r
+		return nil
+	})
+	if err != nil {
+		return run.Run{}, fmt.Errorf("sqlite fork: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteTerminalBefore deletes old terminal runs with their events and
+// checkpoints, across tenants, at most limit per call; see run.Store.
+func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	deleted := 0
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT tenant_id, run_id FROM runs
+			WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ?
+			ORDER BY updated_at LIMIT ?`, cutoff.UnixMicro(), limit)
+		if err != nil {
+			return err
+		}
+		type key struct{ tenant, run string }
+		var keys []key
+		for rows.Next() {
+			var k key
+			if err := rows.Scan(&k.tenant, &k.run); err != nil {
+				rows.Close()
+				return err
+			}
+			keys = append(keys, k)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// Explicit deletes, tenant first, rather than relying on the cascade:
+		// the same statements a distributed backend would run per shard.
+		for _, k := range keys {
+			for _, q := range []string{
+				`DELETE FROM run_events WHERE tenant_id = ? AND run_id = ?`,
+				`DELETE FROM run_checkpoints WHERE tenant_id = ? AND run_id = ?`,
+				`DELETE FROM runs WHERE tenant_id = ? AND run_id = ?`,
+			} {
+				if _, err := tx.ExecContext(ctx, q, k.tenant, k.run); err != nil {
+					return err
+				}
+			}
+		}
+		deleted = len(keys)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite delete terminal runs before %s: %w", cutoff.UTC().Format(time.RFC3339Nano), err)
+	}
+	return deleted, nil
+}

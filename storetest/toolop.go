@@ -1,0 +1,505 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mementohq/memento/toolop"
+)
+
+// ToolopStore is the conformance suite of the operation ledger and approvals.
+// newStore returns a fresh store; tests use random tenant ids so stores may be shared.
+func ToolopStore(t *testing.T, newStore func(t *testing.T) toolop.Store) {
+	t.Run("PrepareOnce", func(t *testing.T) { testPrepareOnce(t, newStore(t)) })
+	t.Run("ConcurrentPrepare", func(t *testing.T) { testConcurrentPrepare(t, newStore(t)) })
+	t.Run("Transitions", func(t *testing.T) { testTransitions(t, newStore(t)) })
+	t.Run("ConcurrentTransitions", func(t *testing.T) { testConcurrentTransitions(t, newStore(t)) })
+	t.Run("TenantIsolation", func(t *testing.T) { testToolopTenants(t, newStore(t)) })
+	t.Run("Reconcile", func(t *testing.T) { testReconcile(t, newStore(t)) })
+	t.Run("Resolve", func(t *testing.T) { testResolve(t, newStore(t)) })
+	t.Run("Approvals", func(t *testing.T) { testApprovals(t, newStore(t)) })
+	t.Run("ApprovalValidity", func(t *testing.T) { testApprovalValidity(t, newStore(t)) })
+	t.Run("ConcurrentDecide", func(t *testing.T) { testConcurrentDecide(t, newStore(t)) })
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Now().UTC().Truncate(time.Microsecond)} }
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func tenant() string { return "t-" + uuid.NewString()[:8] }
+
+func prepare(t *testing.T, svc *toolop.Service, tn, runID, key string) toolop.Operation {
+	t.Helper()
+	op, created, err := svc.Prepare(context.Background(), tn, toolop.PrepareRequest{
+		OperationID: toolop.OperationID(runID, key), RunID: runID, StepID: "refund", ToolName: "payments.refund",
+		RequestDigest: "sha256:" + key,
+	})
+	if err != nil || !created {
+		t.Fatalf("prepare %s: created=%v err=%v", key, created, err)
+	}
+	return op
+}
+
+func testPrepareOnce(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	c := newClock()
+	svc := toolop.NewService(st, c.Now)
+	tn := tenant()
+	req := toolop.PrepareRequest{OperationID: toolop.OperationID("run-1", "refund:order-1"), RunID: "run-1", StepID: "refund", ToolName: "payments.refund", RequestDigest: "sha256:aa"}
+	op, created, err := svc.Prepare(ctx, tn, req)
+	if err != nil || !created {
+		t.Fatalf("first prepare: created=%v err=%v", created, err)
+	}
+	if op.Status != toolop.StatusPrepared || op.Attempts != 0 || op.TenantID != tn || op.RunID != "run-1" || op.RequestDigest != "sha256:aa" {
+		t.Fatalf("prepared operation = %+v", op)
+	}
+	if !op.CreatedAt.Equal(c.Now()) {
+		t.Fatalf("created_at %s, want %s (microsecond precision)", op.CreatedAt, c.Now())
+	}
+	c.Advance(time.Second)
+	again, created, err := svc.Prepare(ctx, tn, req)
+	if err != nil || created {
+		t.Fatalf("second prepare: created=%v err=%v", created, err)
+	}
+	if again.OperationID != op.OperationID || !again.CreatedAt.Equal(op.CreatedAt) || again.Status != toolop.StatusPrepared {
+		t.Fatalf("second prepare returned %+v, want the stored %+v", again, op)
+	}
+	req.RequestDigest = "sha256:bb"
+	if _, _, err := svc.Prepare(ctx, tn, req); !errors.Is(err, toolop.ErrDigestMismatch) {
+		t.Fatalf("prepare with another digest: err=%v, want ErrDigestMismatch", err)
+	}
+	got, err := svc.Get(ctx, tn, op.OperationID)
+	if err != nil || got.RequestDigest != "sha256:aa" {
+		t.Fatalf("after refused prepare: %+v %v", got, err)
+	}
+	if _, err := svc.Get(ctx, tn, "op_missing"); !errors.Is(err, toolop.ErrNotFound) {
+		t.Fatalf("get missing: %v, want ErrNotFound", err)
+	}
+	if toolop.OperationID("run-1", "refund:order-1") != op.OperationID || toolop.OperationID("run-2", "refund:order-1") == op.OperationID {
+		t.Fatalf("OperationID is not a stable function of run and key")
+	}
+}
+
+func testConcurrentPrepare(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	svc := toolop.NewService(st, nil)
+	tn := tenant()
+	var created atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, c, err := svc.Prepare(ctx, tn, toolop.PrepareRequest{OperationID: "op-same", RunID: "run-1", StepID: "s", ToolName: "tool", RequestDigest: "sha256:x"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if c {
+				created.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent prepare: %v", err)
+	}
+	if created.Load() != 1 {
+		t.Fatalf("%d prepares reported created, want exactly 1", created.Load())
+	}
+	ops, err := svc.List(ctx, tn, "run-1")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("list after concurrent prepare: %d ops, err %v", len(ops), err)
+	}
+}
+
+func testTransitions(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	c := newClock()
+	svc := toolop.NewService(st, c.Now)
+	tn := tenant()
+	op := prepare(t, svc, tn, "run-1", "a")
+	if _, err := svc.Succeed(ctx, tn, op.OperationID, toolop.Outcome{ExternalRef: "r"}); !errors.Is(err, toolop.ErrInvalidTransition) {
+		t.Fatalf("prepared -> succeeded: %v, want ErrInvalidTransition", err)
+	}
+	c.Advance(time.Millisecond)
+	started, err := svc.Start(ctx, tn, op.OperationID)
+	if err != nil || started.Status != toolop.StatusStarted || started.Attempts != 1 || !started.UpdatedAt.Equal(c.Now()) {
+		t.Fatalf("start: %+v %v", started, err)
+	}
+	if _, err := svc.Start(ctx, tn, op.OperationID); !errors.Is(err, toolop.ErrInvalidTransition) {
+		t.Fatalf("started -> started: %v, want ErrInvalidTransition", err)
+	}
+	unk, err := svc.MarkUnknown(ctx, tn, op.OperationID, "read tcp: i/o timeout")
+	if err != nil || unk.Status != toolop.StatusUnknown || unk.Error != "read tcp: i/o timeout" {
+		t.Fatalf("mark unknown: %+v %v", unk, err)
+	}
+	if _, err := svc.MarkUnknown(ctx, tn, op.OperationID, "again"); err != nil {
+		t.Fatalf("mark unknown twice should be harmless: %v", err)
+	}
+	if _, err := svc.Start(ctx, tn, op.OperationID); !errors.Is(err, toolop.ErrInvalidTransition) {
+		t.Fatalf("unknown -> started without reconciliation: %v, want ErrInvalidTransition", err)
+	}
+	res := json.RawMessage(`{"refund_id":"rf_1","amount":1250}`)
+	done, err := svc.Succeed(ctx, tn, op.OperationID, toolop.Outcome{ExternalRef: "rf_1", Result: res})
+	if err != nil || done.Status != toolop.StatusSucceeded || done.ExternalRef != "rf_1" || done.Error != "" {
+		t.Fatalf("succeed: %+v %v", done, err)
+	}
+	var a, b map[string]any
+	_ = json.Unmarshal(res, &a)
+	if err := json.Unmarshal(done.Result, &b); err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("result round trip: %s", done.Result)
+	}
+	if _, err := svc.Succeed(ctx, tn, op.OperationID, toolop.Outcome{ExternalRef: "rf_1"}); err != nil {
+		t.Fatalf("repeating the same success should be harmless: %v", err)
+	}
+	if _, err := svc.Succeed(ctx, tn, op.OperationID, toolop.Outcome{ExternalRef: "rf_2"}); !errors.Is(err, toolop.ErrInvalidTransition) {
+		t.Fatalf("success with another ref: %v, want ErrInvalidTransition", err)
+	}
+	for _, f := range []func() error{
+		func() error { _, err := svc.Fail(ctx, tn, op.OperationID, toolop.Outcome{Error: "x"}); return err },
+		func() error { _, err := svc.MarkUnknown(ctx, tn, op.OperationID, "x"); return err },
+		func() error { _, err := svc.Start(ctx, tn, op.OperationID); return err },
+	} {
+		if err := f(); !errors.Is(err, toolop.ErrInvalidTransition) {
+			t.Fatalf("transition out of succeeded: %v, want ErrInvalidTransition", err)
+		}
+	}
+	got, _ := svc.Get(ctx, tn, op.OperationID)
+	if got.Status != toolop.StatusSucceeded || got.Attempts != 1 || got.ExternalRef != "rf_1" {
+		t.Fatalf("after refused transitions: %+v", got)
+	}
+	f := prepare(t, svc, tn, "run-1", "b")
+	if _, err := svc.Start(ctx, tn, f.OperationID); err != nil {
+		t.Fatal(err)
+	}
+	failed, err := svc.Fail(ctx, tn, f.OperationID, toolop.Outcome{Error: "card closed"})
+	if err != nil || failed.Status != toolop.StatusFailed || failed.Error != "card closed" {
+		t.Fatalf("fail: %+v %v", failed, err)
+	}
+	if _, err := svc.Start(ctx, tn, "op-missing"); !errors.Is(err, toolop.ErrNotFound) {
+		t.Fatalf("start missing: %v, want ErrNotFound", err)
+	}
+	ops, err := svc.List(ctx, tn, "run-1")
+	if err != nil || len(ops) != 2 {
+		t.Fatalf("list: %d %v", len(ops), err)
+	}
+}
+
+func testConcurrentTransitions(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	svc := toolop.NewService(st, nil)
+	tn := tenant()
+	for round := 0; round < 10; round++ {
+		op := prepare(t, svc, tn, "run-c", fmt.Sprint(round))
+		if _, err := svc.Start(ctx, tn, op.OperationID); err != nil {
+			t.Fatal(err)
+		}
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				var err error
+				if i%2 == 0 {
+					_, err = svc.Succeed(ctx, tn, op.OperationID, toolop.Outcome{ExternalRef: fmt.Sprintf("ref-%d", i)})
+				} else {
+					_, err = svc.Fail(ctx, tn, op.OperationID, toolop.Outcome{Error: fmt.Sprintf("no-%d", i)})
+				}
+				if err == nil {
+					wins.Add(1)
+				} else if !errors.Is(err, toolop.ErrInvalidTransition) {
+					t.Errorf("concurrent transition: %v", err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		got, _ := svc.Get(ctx, tn, op.OperationID)
+		// Repeating an identical final outcome is harmless, so only the
+		// fails may tie; a success with a distinct ref can only win alone.
+		if got.Status == toolop.StatusSucceeded && wins.Load() != 1 {
+			t.Fatalf("round %d: %d transitions won with a success, want 1", round, wins.Load())
+		}
+		if !got.Status.Final() || wins.Load() < 1 {
+			t.Fatalf("round %d: final %s after %d wins", round, got.Status, wins.Load())
+		}
+	}
+}
+
+func testToolopTenants(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	svc := toolop.NewService(st, nil)
+	a, b := tenant(), tenant()
+	op := prepare(t, svc, a, "run-1", "x")
+	if _, err := svc.Get(ctx, b, op.OperationID); !errors.Is(err, toolop.ErrNotFound) {
+		t.Fatalf("other tenant reads the operation: %v", err)
+	}
+	if _, err := svc.Start(ctx, b, op.OperationID); !errors.Is(err, toolop.ErrNotFound) {
+		t.Fatalf("other tenant starts the operation: %v", err)
+	}
+	if ops, err := svc.List(ctx, b, "run-1"); err != nil || len(ops) != 0 {
+		t.Fatalf("other tenant lists %d operations (%v)", len(ops), err)
+	}
+	// The same id in another tenant is another operation.
+	other, created, err := svc.Prepare(ctx, b, toolop.PrepareRequest{OperationID: op.OperationID, RunID: "run-1", StepID: "s", ToolName: "t", RequestDigest: "sha256:other"})
+	if err != nil || !created || other.TenantID != b {
+		t.Fatalf("same id in tenant b: %+v created=%v %v", other, created, err)
+	}
+	ap, _, err := svc.RequestApproval(ctx, a, toolop.ApprovalRequest{RunID: "run-1", StepID: "approve", RequestDigest: "sha256:x", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.GetApproval(ctx, b, ap.ApprovalID); !errors.Is(err, toolop.ErrApprovalNotFound) {
+		t.Fatalf("other tenant reads the approval: %v", err)
+	}
+	if _, err := svc.Decide(ctx, b, ap.ApprovalID, toolop.Decision{Approve: true, By: "mallory"}); !errors.Is(err, toolop.ErrApprovalNotFound) {
+		t.Fatalf("other tenant decides the approval: %v", err)
+	}
+	if as, err := svc.ListApprovals(ctx, b, "run-1"); err != nil || len(as) != 0 {
+		t.Fatalf("other tenant lists %d approvals (%v)", len(as), err)
+	}
+}
+
+func testReconcile(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	svc := toolop.NewService(st, nil)
+	tn := tenant()
+	answers := map[string]toolop.LookupResult{}
+	var lookups atomic.Int32
+	var mu sync.Mutex
+	_ = svc.RegisterTool(toolop.Tool{Name: "payments.refund", ContractVersion: "v1", Lookup: func(ctx context.Context, key string) (toolop.LookupResult, error) {
+		lookups.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		r, ok := answers[key]
+		if !ok {
+			return toolop.LookupResult{}, errors.New("connection refused")
+		}
+		return r, nil
+	}})
+	startOp := func(key string) toolop.Operation {
+		op := prepare(t, svc, tn, "run-r", key)
+		if _, err := svc.Start(ctx, tn, op.OperationID); err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+	applied, notApplied, noAuth, broken := startOp("applied"), startOp("not-applied"), startOp("no-auth"), startOp("broken")
+	mu.Lock()
+	answers[applied.OperationID] = toolop.LookupResult{Answer: toolop.Applied, ExternalRef: "rf_9", Result: json.RawMessage(`{"ok":true}`)}
+	answers[notApplied.OperationID] = toolop.LookupResult{Answer: toolop.NotApplied}
+	answers[noAuth.OperationID] = toolop.LookupResult{Answer: toolop.NotAuthoritative, Detail: "lookup switched off"}
+	mu.Unlock()
+
+	r, err := svc.Reconcile(ctx, tn, applied.OperationID)
+	if err != nil || r.Answer != toolop.Applied || r.Operation.Status != toolop.StatusSucceeded || r.Operation.ExternalRef != "rf_9" || r.Operation.Resolution == "" {
+		t.Fatalf("reconcile applied: %+v %v", r, err)
+	}
+	r, err = svc.Reconcile(ctx, tn, notApplied.OperationID)
+	if err != nil || r.Answer != toolop.NotApplied || !r.SafeToSend() {
+		t.Fatalf("reconcile not applied: %+v %v", r, err)
+	}
+	again, err := svc.Start(ctx, tn, notApplied.OperationID)
+	if err != nil || again.Attempts != 2 || again.OperationID != notApplied.OperationID {
+		t.Fatalf("resend after not applied: %+v %v", again, err)
+	}
+	for _, op := range []toolop.Operation{noAuth, broken} {
+		r, err = svc.Reconcile(ctx, tn, op.OperationID)
+		if err != nil || r.Answer != toolop.NotAuthoritative || r.Operation.Status != toolop.StatusUnknown || r.SafeToSend() || r.Detail == "" {
+			t.Fatalf("reconcile without authority: %+v %v", r, err)
+		}
+	}
+	n := lookups.Load()
+	// A prepared or final operation is settled without asking the tool.
+	fresh := prepare(t, svc, tn, "run-r", "fresh")
+	if r, err := svc.Reconcile(ctx, tn, fresh.OperationID); err != nil || !r.SafeToSend() {
+		t.Fatalf("reconcile prepared: %+v %v", r, err)
+	}
+	if r, err := svc.Reconcile(ctx, tn, applied.OperationID); err != nil || r.Answer != toolop.Applied {
+		t.Fatalf("reconcile succeeded: %+v %v", r, err)
+	}
+	if lookups.Load() != n {
+		t.Fatalf("settled operations were looked up")
+	}
+	// A tool without a lookup is never authoritative.
+	op, _, _ := svc.Prepare(ctx, tn, toolop.PrepareRequest{OperationID: "op-nolookup", RunID: "run-r", StepID: "s", ToolName: "email.send", RequestDigest: "sha256:e"})
+	_, _ = svc.Start(ctx, tn, op.OperationID)
+	if r, err := svc.Reconcile(ctx, tn, op.OperationID); err != nil || r.Answer != toolop.NotAuthoritative || r.Operation.Status != toolop.StatusUnknown {
+		t.Fatalf("reconcile without lookup: %+v %v", r, err)
+	}
+}
+
+func testResolve(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	svc := toolop.NewService(st, nil)
+	tn := tenant()
+	mk := func(key string) string {
+		op := prepare(t, svc, tn, "run-x", key)
+		_, _ = svc.Start(ctx, tn, op.OperationID)
+		if _, err := svc.MarkUnknown(ctx, tn, op.OperationID, "timeout"); err != nil {
+			t.Fatal(err)
+		}
+		return op.OperationID
+	}
+	a, n, f := mk("a"), mk("n"), mk("f")
+	if _, err := svc.Resolve(ctx, tn, a, toolop.Resolution{Outcome: "applied"}); !errors.Is(err, toolop.ErrInvalidInput) {
+		t.Fatalf("resolve without by: %v", err)
+	}
+	op, err := svc.Resolve(ctx, tn, a, toolop.Resolution{Outcome: "applied", ExternalRef: "rf_7", By: "alice", Reason: "seen in the bank statement"})
+	if err != nil || op.Status != toolop.StatusSucceeded || op.ExternalRef != "rf_7" || op.Resolution != "resolved by alice: seen in the bank statement" {
+		t.Fatalf("resolve applied: %+v %v", op, err)
+	}
+	op, err = svc.Resolve(ctx, tn, n, toolop.Resolution{Outcome: "not_applied", By: "alice"})
+	if err != nil || op.Status != toolop.StatusPrepared {
+		t.Fatalf("resolve not applied: %+v %v", op, err)
+	}
+	op, err = svc.Resolve(ctx, tn, f, toolop.Resolution{Outcome: "failed", Error: "declined", By: "bob"})
+	if err != nil || op.Status != toolop.StatusFailed || op.Error != "declined" {
+		t.Fatalf("resolve failed: %+v %v", op, err)
+	}
+	if _, err := svc.Resolve(ctx, tn, a, toolop.Resolution{Outcome: "failed", By: "bob"}); !errors.Is(err, toolop.ErrInvalidTransition) {
+		t.Fatalf("resolving a final operation: %v", err)
+	}
+}
+
+func testApprovals(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	c := newClock()
+	svc := toolop.NewService(st, c.Now)
+	tn := tenant()
+	req := toolop.ApprovalRequest{RunID: "run-a", StepID: "approve", RequestDigest: "sha256:r1", Summary: json.RawMessage(`{"amount":120}`), TTL: time.Minute}
+	a, created, err := svc.RequestApproval(ctx, tn, req)
+	if err != nil || !created || a.Status != toolop.ApprovalPending || !a.ExpiresAt.Equal(c.Now().Add(time.Minute)) {
+		t.Fatalf("request: %+v created=%v %v", a, created, err)
+	}
+	req.ApprovalID = a.ApprovalID
+	same, created, err := svc.RequestApproval(ctx, tn, req)
+	if err != nil || created || same.ApprovalID != a.ApprovalID {
+		t.Fatalf("request again by id: %+v created=%v %v", same, created, err)
+	}
+	bad := req
+	bad.RequestDigest = "sha256:other"
+	if _, _, err := svc.RequestApproval(ctx, tn, bad); !errors.Is(err, toolop.ErrApprovalExists) {
+		t.Fatalf("reuse of approval id with another digest: %v", err)
+	}
+	c.Advance(time.Second)
+	d, err := svc.Decide(ctx, tn, a.ApprovalID, toolop.Decision{Approve: true, By: "carol", Reason: "within policy"})
+	if err != nil || d.Status != toolop.ApprovalApproved || d.DecidedBy != "carol" || d.Reason != "within policy" || d.DecidedAt == nil || !d.DecidedAt.Equal(c.Now()) {
+		t.Fatalf("decide: %+v %v", d, err)
+	}
+	if _, err := svc.Decide(ctx, tn, a.ApprovalID, toolop.Decision{Approve: true, By: "carol"}); err != nil {
+		t.Fatalf("repeating the same decision should be harmless: %v", err)
+	}
+	if _, err := svc.Decide(ctx, tn, a.ApprovalID, toolop.Decision{Approve: false, By: "dave"}); !errors.Is(err, toolop.ErrApprovalDecided) {
+		t.Fatalf("second different decision: %v, want ErrApprovalDecided", err)
+	}
+	exp, _, err := svc.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: "run-a", StepID: "other", RequestDigest: "sha256:r2", TTL: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(200 * time.Millisecond)
+	if _, err := svc.Decide(ctx, tn, exp.ApprovalID, toolop.Decision{Approve: true, By: "carol"}); !errors.Is(err, toolop.ErrApprovalExpired) {
+		t.Fatalf("decide after expiry: %v, want ErrApprovalExpired", err)
+	}
+	got, _ := svc.GetApproval(ctx, tn, exp.ApprovalID)
+	if got.Status != toolop.ApprovalPending || got.Effective(c.Now()) != "expired" {
+		t.Fatalf("expired approval changed: %+v", got)
+	}
+	if _, err := svc.Decide(ctx, tn, "apr_missing", toolop.Decision{Approve: true, By: "carol"}); !errors.Is(err, toolop.ErrApprovalNotFound) {
+		t.Fatalf("decide missing: %v", err)
+	}
+	as, err := svc.ListApprovals(ctx, tn, "run-a")
+	if err != nil || len(as) != 2 || as[0].ApprovalID != a.ApprovalID {
+		t.Fatalf("list approvals: %+v %v", as, err)
+	}
+}
+
+func testApprovalValidity(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	c := newClock()
+	svc := toolop.NewService(st, c.Now)
+	tn := tenant()
+	if _, err := svc.ValidApproval(ctx, tn, "run-v", "approve", "sha256:d1"); !errors.Is(err, toolop.ErrApprovalNotFound) {
+		t.Fatalf("no approval: %v", err)
+	}
+	a, _, _ := svc.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: "run-v", StepID: "approve", RequestDigest: "sha256:d1", TTL: time.Minute})
+	if _, err := svc.ValidApproval(ctx, tn, "run-v", "approve", "sha256:d1"); !errors.Is(err, toolop.ErrApprovalPending) {
+		t.Fatalf("pending approval: %v", err)
+	}
+	if _, err := svc.Decide(ctx, tn, a.ApprovalID, toolop.Decision{Approve: true, By: "erin"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := svc.ValidApproval(ctx, tn, "run-v", "approve", "sha256:d1"); err != nil || got.ApprovalID != a.ApprovalID {
+		t.Fatalf("approved approval: %+v %v", got, err)
+	}
+	if _, err := svc.ValidApproval(ctx, tn, "run-v", "approve", "sha256:d2"); !errors.Is(err, toolop.ErrApprovalDigestMismatch) {
+		t.Fatalf("changed digest: %v, want ErrApprovalDigestMismatch", err)
+	}
+	c.Advance(time.Minute)
+	if _, err := svc.ValidApproval(ctx, tn, "run-v", "approve", "sha256:d1"); !errors.Is(err, toolop.ErrApprovalExpired) {
+		t.Fatalf("expired approval: %v, want ErrApprovalExpired", err)
+	}
+	// A new approval for the same digest gets the next generation id and counts again.
+	b, created, err := svc.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: "run-v", StepID: "approve", RequestDigest: "sha256:d1", TTL: time.Minute})
+	if err != nil || !created || b.ApprovalID == a.ApprovalID {
+		t.Fatalf("second approval: %+v created=%v %v", b, created, err)
+	}
+	if _, err := svc.Decide(ctx, tn, b.ApprovalID, toolop.Decision{Approve: false, By: "erin", Reason: "too much"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.ValidApproval(ctx, tn, "run-v", "approve", "sha256:d1"); !errors.Is(err, toolop.ErrApprovalRejected) {
+		t.Fatalf("rejected approval: %v, want ErrApprovalRejected", err)
+	}
+}
+
+func testConcurrentDecide(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	svc := toolop.NewService(st, nil)
+	tn := tenant()
+	a, _, err := svc.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: "run-d", StepID: "approve", RequestDigest: "sha256:z", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := svc.Decide(ctx, tn, a.ApprovalID, toolop.Decision{Approve: i%2 == 0, By: fmt.Sprintf("p%d", i)})
+			if err == nil {
+				wins.Add(1)
+			} else if !errors.Is(err, toolop.ErrApprovalDecided) {
+				t.Errorf("decide: %v", err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d decisions won, want exactly 1", wins.Load())
+	}
+}

@@ -1,0 +1,37 @@
+package toolop
+
+import "context"
+
+// Store persists the operation ledger and approvals. Every method is scoped by
+// tenant first; a row of another tenant is not found. Implementations live
+// under store/ and must pass storetest.ToolopStore. Times keep microseconds.
+type Store interface {
+	// PrepareOperation inserts op (status prepared) unless an operation with the
+	// same tenant and id exists, in which case the stored one is returned with
+	// created=false and nothing changes. The caller compares digests.
+	PrepareOperation(ctx context.Context, op Operation) (stored Operation, created bool, err error)
+
+	GetOperation(ctx context.Context, tenantID, operationID string) (Operation, error)
+
+	// ListOperations returns a run's operations ordered by (created_at, operation_id).
+	ListOperations(ctx context.Context, tenantID, runID string) ([]Operation, error)
+
+	// TransitionOperation applies t atomically, only if the operation's current
+	// status is in t.From; otherwise nothing changes and the error is
+	// ErrNotFound or ErrInvalidTransition (naming the current status).
+	TransitionOperation(ctx context.Context, tenantID, operationID string, t Transition) (Operation, error)
+
+	// CreateApproval inserts a (pending) unless one with the same id exists: then
+	// the stored one is returned with created=false.
+	CreateApproval(ctx context.Context, a Approval) (stored Approval, created bool, err error)
+
+	GetApproval(ctx context.Context, tenantID, approvalID string) (Approval, error)
+
+	// ListApprovals returns a run's approvals ordered by (created_at, approval_id).
+	ListApprovals(ctx context.Context, tenantID, runID string) ([]Approval, error)
+
+	// DecideApproval records d atomically, only if the approval is pending and
+	// d.At is before its expiry; otherwise nothing changes and the error is
+	// ErrApprovalNotFound, ErrApprovalDecided or ErrApprovalExpired.
+	DecideApproval(ctx context.Context, tenantID, approvalID string, d Decision) (Approval, error)
+}

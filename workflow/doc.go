@@ -1,0 +1,5 @@
+// Package workflow is a Go SDK for crash-safe agent workflows on top of
+// durable runs and the operation ledger: named steps, one commit per step,
+// side effects only through the ledger, approvals as waits, enforced budgets,
+// and a recovery loop so several worker processes can serve one store.
+package workflow

@@ -1,0 +1,434 @@
+package workflow
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mementohq/memento/resume"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/toolop"
+)
+
+// Event types the engine commits.
+const (
+	EventStepCompleted   = "step.completed"
+	EventStepFailed      = "step.failed"
+	EventStepSuspended   = "step.suspended"
+	EventBudgetExhausted = "budget.exhausted"
+)
+
+// Options tune an Engine. Zero values take the defaults.
+type Options struct {
+	// Tenant the engine serves ("default").
+	Tenant string
+	// Owner names this worker in leases; unique per process by default, so a
+	// restarted process never inherits a dead one's lease and epoch.
+	Owner string
+	// LeaseTTL is how long a lease lasts without renewal (10s); a crashed
+	// worker's runs are picked up by others after it.
+	LeaseTTL time.Duration
+	// PollInterval is how often Serve looks for runs to pick up (250ms).
+	PollInterval time.Duration
+	// Concurrency is how many runs Serve drives at once (4).
+	Concurrency int
+	// RetryBackoff is the pause before a failed step is tried again (100ms).
+	RetryBackoff time.Duration
+	// MaxSends bounds how often one operation is sent without an answer (3).
+	MaxSends int
+	// Approver decides approvals by policy; nil leaves them to a person.
+	Approver Approver
+	// Artifacts resolves artifact digests for resume verification.
+	Artifacts resume.ArtifactResolver
+	Logger    *slog.Logger
+}
+
+// Engine runs workflows on durable runs.
+type Engine struct {
+	runs     *run.Service
+	ops      *toolop.Service
+	verifier *resume.Verifier
+	opts     Options
+	mu       sync.RWMutex
+	flows    map[string]*Workflow
+}
+
+// New makes an engine over a run service and an operation ledger.
+func New(runs *run.Service, ops *toolop.Service, opts Options) *Engine {
+	if opts.Tenant == "" {
+		opts.Tenant = "default"
+	}
+	if opts.Owner == "" {
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		host, _ := os.Hostname()
+		opts.Owner = fmt.Sprintf("%s-%d-%s", strings.ReplaceAll(host, " ", "_"), os.Getpid(), hex.EncodeToString(b))
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 10 * time.Second
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 250 * time.Millisecond
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxSends <= 0 {
+		opts.MaxSends = 3
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{runs: runs, ops: ops, opts: opts, flows: map[string]*Workflow{}}
+	e.verifier = &resume.Verifier{Runs: runs, Ops: ops, Workflows: e.knows, Artifacts: opts.Artifacts}
+	return e
+}
+
+// Owner is the lease owner name of this engine.
+func (e *Engine) Owner() string { return e.opts.Owner }
+
+// Tenant is the tenant this engine serves.
+func (e *Engine) Tenant() string { return e.opts.Tenant }
+
+// Verifier is the resume verifier the engine uses.
+func (e *Engine) Verifier() *resume.Verifier { return e.verifier }
+
+// Register adds a workflow. Its schema version becomes the registry's
+// current one for that workflow unless one is declared already.
+func (e *Engine) Register(w Workflow) error {
+	if err := w.validate(); err != nil {
+		return fmt.Errorf("register workflow: %w", err)
+	}
+	if w.SchemaVersion > 0 {
+		if _, ok := e.runs.Registry().Current(w.Name); !ok {
+			e.runs.Registry().SetCurrent(w.Name, w.SchemaVersion)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.flows[w.Name] = &w
+	return nil
+}
+
+// RegisterTool adds a tool with its lookup and contract version.
+func (e *Engine) RegisterTool(t toolop.Tool) error { return e.ops.RegisterTool(t) }
+
+func (e *Engine) flow(name string) (*Workflow, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	w, ok := e.flows[name]
+	return w, ok
+}
+
+func (e *Engine) knows(name, version string) (bool, error) {
+	w, ok := e.flow(name)
+	if !ok {
+		return false, nil
+	}
+	if version == w.Version {
+		return true, nil
+	}
+	for _, v := range w.Compatible {
+		if v == version {
+			return true, nil
+		}
+	}
+	return true, fmt.Errorf("this code runs version %s and cannot continue version %s", w.Version, version)
+}
+
+// Start creates a run of the workflow with input as its initial state, once:
+// starting the same run id again returns the existing run with created=false.
+func (e *Engine) Start(ctx context.Context, workflow, runID string, input any) (run.Run, bool, error) {
+	w, ok := e.flow(workflow)
+	if !ok {
+		return run.Run{}, false, fmt.Errorf("start %s: %w", workflow, ErrUnknownWorkflow)
+	}
+	state := json.RawMessage(`{}`)
+	if input != nil {
+		b, err := json.Marshal(input)
+		if err != nil {
+			return run.Run{}, false, fmt.Errorf("start %s: input: %w", workflow, err)
+		}
+		state = b
+	}
+	state, err := toolop.WriteControl(state, toolop.Control{Budget: w.Budget})
+	if err != nil {
+		return run.Run{}, false, fmt.Errorf("start %s: %w", workflow, err)
+	}
+	r, created, err := e.runs.Create(ctx, e.opts.Tenant, run.CreateRequest{
+		RunID: runID, WorkflowName: w.Name, WorkflowVersion: w.Version,
+		StateSchemaVersion: w.SchemaVersion, State: state, NextStep: w.Steps[0].Name,
+	}, "")
+	if errors.Is(err, run.ErrAlreadyExists) && runID != "" {
+		r, err = e.runs.Get(ctx, e.opts.Tenant, runID)
+		if err != nil {
+			return run.Run{}, false, err
+		}
+		if r.WorkflowName != w.Name {
+			return r, false, fmt.Errorf("start %s: run %s exists for workflow %s: %w", workflow, runID, r.WorkflowName, run.ErrAlreadyExists)
+		}
+		return r, false, nil
+	}
+	if err != nil {
+		return run.Run{}, false, fmt.Errorf("start %s: %w", workflow, err)
+	}
+	return r, created, nil
+}
+
+// Resume runs the resume verification for a run and leaves it running under
+// this engine's lease, without executing a step.
+func (e *Engine) Resume(ctx context.Context, runID string) (resume.Result, error) {
+	return e.verifier.Resume(ctx, resume.Request{TenantID: e.opts.Tenant, RunID: runID, Owner: e.opts.Owner, LeaseTTL: e.opts.LeaseTTL})
+}
+
+// Drive takes a run and executes its steps until it completes, fails or is
+// suspended, or ctx ends. A fresh run is simply leased; any other is resumed
+// through verification first. It returns the run as last committed.
+func (e *Engine) Drive(ctx context.Context, runID string) (run.Run, error) {
+	tn := e.opts.Tenant
+	r, err := e.runs.Get(ctx, tn, runID)
+	if err != nil {
+		return r, err
+	}
+	if r.Status.Terminal() {
+		return r, nil
+	}
+	w, ok := e.flow(r.WorkflowName)
+	if !ok {
+		return r, fmt.Errorf("drive run %s: %w: %s", runID, ErrUnknownWorkflow, r.WorkflowName)
+	}
+	var l run.Lease
+	if r.StateRevision == 1 && r.Status == run.StatusRunning {
+		// Nothing was ever committed: there is nothing to verify.
+		l, err = e.runs.AcquireLease(ctx, tn, runID, e.opts.Owner, 0, e.opts.LeaseTTL)
+		if err != nil {
+			return r, err
+		}
+		if r, err = e.runs.Get(ctx, tn, runID); err != nil {
+			e.release(ctx, runID, l)
+			return r, err
+		}
+		if r.StateRevision != 1 {
+			e.release(ctx, runID, l)
+			return e.Drive(ctx, runID)
+		}
+	} else {
+		res, err := e.Resume(ctx, runID)
+		if err != nil {
+			if res.Refused {
+				e.opts.Logger.Info("resume refused", "run", runID, "check", res.FailedCheck, "reason", res.Reason)
+			}
+			return res.Run, err
+		}
+		r, l = res.Run, res.Lease
+	}
+	return e.execute(ctx, w, r, l)
+}
+
+func (e *Engine) release(ctx context.Context, runID string, l run.Lease) {
+	_ = e.runs.ReleaseLease(context.WithoutCancel(ctx), e.opts.Tenant, runID, l)
+}
+
+// execute runs steps under the lease, renewing it in the background, until
+// the run leaves the running status or the lease is lost.
+func (e *Engine) execute(ctx context.Context, w *Workflow, r run.Run, l run.Lease) (run.Run, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.heartbeat(ctx, cancel, r.RunID, l)
+	}()
+	defer func() {
+		cancel(nil)
+		wg.Wait()
+		e.release(ctx, r.RunID, l)
+	}()
+	for r.Status == run.StatusRunning {
+		if err := ctx.Err(); err != nil {
+			if c := context.Cause(ctx); c != nil {
+				err = c
+			}
+			return r, err
+		}
+		next, err := e.runStep(ctx, w, r, l)
+		if err != nil {
+			return r, err
+		}
+		r = next
+	}
+	return r, nil
+}
+
+func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, runID string, l run.Lease) {
+	t := time.NewTicker(e.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := e.runs.AcquireLease(ctx, e.opts.Tenant, runID, l.Owner, l.Epoch, e.opts.LeaseTTL); err != nil {
+				if ctx.Err() == nil {
+					cancel(fmt.Errorf("renew lease of run %s: %w", runID, err))
+				}
+				return
+			}
+		}
+	}
+}
+
+// runStep executes the run's next step and commits its outcome.
+func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Lease) (run.Run, error) {
+	ctl, _, err := toolop.ReadControl(r.State)
+	if err != nil {
+		return e.commit(ctx, r, l, r.State, r.NextStep, run.StatusSuspended, "state control object unreadable: "+err.Error(), EventStepSuspended, "", 0, nil)
+	}
+	step, idx, ok := w.step(r.NextStep)
+	if !ok {
+		return e.commit(ctx, r, l, r.State, r.NextStep, run.StatusSuspended, fmt.Sprintf("workflow %s %s has no step %q", w.Name, w.Version, r.NextStep), EventStepSuspended, "", 0, nil)
+	}
+	if ex := ctl.Budget.Exhausted(ctl.Spent); ex != "" {
+		return e.commit(ctx, r, l, r.State, r.NextStep, run.StatusSuspended, "budget exhausted: "+ex, EventBudgetExhausted, step.Name, ctl.Attempt, map[string]any{"budget": ctl.Budget, "spent": ctl.Spent})
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(r.State, &top); err != nil {
+		return r, fmt.Errorf("run %s: state: %w", r.RunID, err)
+	}
+	delete(top, toolop.ControlKey)
+	sc := &StepContext{e: e, run: r, step: step.Name, attempt: ctl.Attempt, state: top, ctl: ctl}
+	t0 := time.Now()
+	serr := safeRun(ctx, step, sc)
+	sc.spend.WallMS += time.Since(t0).Milliseconds()
+	if ctx.Err() != nil {
+		// Lease lost or shutting down: commit nothing, the next owner redoes the step.
+		if c := context.Cause(ctx); c != nil {
+			return r, c
+		}
+		return r, ctx.Err()
+	}
+
+	var susp *suspension
+	if sc.suspend != nil {
+		susp = sc.suspend
+	} else if serr != nil {
+		errors.As(serr, &susp)
+	}
+	payload := map[string]any{"spend": sc.spend}
+	if len(sc.ops) > 0 {
+		payload["operations"] = sc.ops
+	}
+	switch {
+	case susp != nil:
+		// Keep only the ledger and control facts; the step's state edits are redone.
+		ctl.Spent = ctl.Spent.Add(sc.spend)
+		ctl.Tools, ctl.Approvals, ctl.Artifacts = sc.ctl.Tools, sc.ctl.Approvals, sc.ctl.Artifacts
+		ctl.Wait = susp.wait
+		state, err := toolop.WriteControl(r.State, ctl)
+		if err != nil {
+			return r, err
+		}
+		payload["reason"] = susp.reason
+		return e.commit(ctx, r, l, state, step.Name, run.StatusSuspended, susp.reason, EventStepSuspended, step.Name, ctl.Attempt, payload)
+	case serr != nil:
+		ctl.Spent = ctl.Spent.Add(sc.spend)
+		ctl.Attempt++
+		payload["error"] = serr.Error()
+		max := step.MaxAttempts
+		if max <= 0 {
+			max = 3
+		}
+		status, reason := run.StatusRunning, ""
+		if ctl.Attempt >= max {
+			status, reason = run.StatusFailed, fmt.Sprintf("step %s failed after %d attempts: %v", step.Name, ctl.Attempt, serr)
+		}
+		state, err := toolop.WriteControl(r.State, ctl)
+		if err != nil {
+			return r, err
+		}
+		nr, err := e.commit(ctx, r, l, state, step.Name, status, reason, EventStepFailed, step.Name, ctl.Attempt-1, payload)
+		if err == nil && status == run.StatusRunning {
+			select {
+			case <-ctx.Done():
+			case <-time.After(e.opts.RetryBackoff * time.Duration(ctl.Attempt)):
+			}
+		}
+		return nr, err
+	}
+	sc.spend.Steps = 1
+	payload["spend"] = sc.spend
+	sc.ctl.Spent = sc.ctl.Spent.Add(sc.spend)
+	sc.ctl.Attempt, sc.ctl.Wait = 0, nil
+	b, err := json.Marshal(sc.state)
+	if err != nil {
+		return r, fmt.Errorf("run %s: encode state: %w", r.RunID, err)
+	}
+	state, err := toolop.WriteControl(b, sc.ctl)
+	if err != nil {
+		return r, err
+	}
+	next, status, reason := "", run.StatusRunning, ""
+	switch {
+	case sc.failRun != "":
+		status, reason = run.StatusFailed, sc.failRun
+	case sc.complete:
+		status = run.StatusCompleted
+	case sc.nextSet:
+		next = sc.next
+		if _, _, ok := w.step(next); !ok {
+			return r, fmt.Errorf("run %s: step %s goes to unknown step %q", r.RunID, step.Name, next)
+		}
+	case idx+1 < len(w.Steps):
+		next = w.Steps[idx+1].Name
+	default:
+		status = run.StatusCompleted
+	}
+	nr, err := e.commit(ctx, r, l, state, next, status, reason, EventStepCompleted, step.Name, sc.attempt, payload)
+	if err == nil && len(sc.ops) > 0 {
+		Fault(ctx, FaultAfterCheckpoint, r.RunID)
+	}
+	return nr, err
+}
+
+func (e *Engine) commit(ctx context.Context, r run.Run, l run.Lease, state json.RawMessage, next string, status run.Status, reason, eventType, stepID string, attempt int, payload any) (run.Run, error) {
+	var p json.RawMessage
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return r, fmt.Errorf("run %s: encode event: %w", r.RunID, err)
+		}
+		p = b
+	}
+	if len(reason) > 4000 {
+		reason = reason[:4000]
+	}
+	nr, _, err := e.runs.Commit(ctx, r.TenantID, r.RunID, run.CommitRequest{
+		ExpectedRevision: r.StateRevision, Lease: l, State: state, NextStep: next,
+		Status: status, StatusReason: reason,
+		Event: run.EventInput{EventType: eventType, StepID: stepID, Attempt: attempt, Payload: p},
+	})
+	if err != nil {
+		return r, err
+	}
+	return nr, nil
+}
+
+func safeRun(ctx context.Context, s Step, sc *StepContext) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("step %s panicked: %v", s.Name, p)
+		}
+	}()
+	return s.Run(ctx, sc)
+}

@@ -1,0 +1,252 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/toolop"
+)
+
+// StepContext is what a step sees: the run's state, the ledger and the
+// approvals, and the controls that decide where the run goes next.
+type StepContext struct {
+	e       *Engine
+	run     run.Run
+	step    string
+	attempt int
+	state   map[string]json.RawMessage
+	ctl     toolop.Control
+
+	next     string
+	nextSet  bool
+	complete bool
+	failRun  string
+	spend    toolop.Spend
+	ops      []string
+	suspend  *suspension
+}
+
+// RunID is the id of the run.
+func (sc *StepContext) RunID() string { return sc.run.RunID }
+
+// TenantID is the tenant of the run.
+func (sc *StepContext) TenantID() string { return sc.run.TenantID }
+
+// StepName is the name of the running step.
+func (sc *StepContext) StepName() string { return sc.step }
+
+// Attempt counts earlier failed attempts of this step (0 on the first).
+func (sc *StepContext) Attempt() int { return sc.attempt }
+
+// Get decodes the state field key into v; found is false if it is absent.
+func (sc *StepContext) Get(key string, v any) (found bool, err error) {
+	raw, ok := sc.state[key]
+	if !ok {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("state field %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// Set replaces the state field key; it is committed with the step.
+func (sc *StepContext) Set(key string, v any) error {
+	if key == toolop.ControlKey {
+		return fmt.Errorf("%w: %s", ErrReservedKey, key)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("state field %s: %w", key, err)
+	}
+	sc.state[key] = b
+	return nil
+}
+
+// Goto names the step that runs after this one.
+func (sc *StepContext) Goto(step string) { sc.next, sc.nextSet = step, true }
+
+// Complete ends the run successfully once this step commits.
+func (sc *StepContext) Complete() { sc.complete = true }
+
+// FailRun ends the run as failed once this step commits.
+func (sc *StepContext) FailRun(reason string) { sc.failRun = reason }
+
+// Spend records model tokens and cost (millionths of a currency unit) used by this step.
+func (sc *StepContext) Spend(tokens, costMicros int64) {
+	sc.spend.Tokens += tokens
+	sc.spend.CostMicros += costMicros
+}
+
+// AddArtifact records a large payload kept outside the state; resume checks its digest.
+func (sc *StepContext) AddArtifact(uri, digest string) {
+	for i, a := range sc.ctl.Artifacts {
+		if a.URI == uri {
+			sc.ctl.Artifacts[i].Digest = digest
+			return
+		}
+	}
+	sc.ctl.Artifacts = append(sc.ctl.Artifacts, toolop.ArtifactRef{URI: uri, Digest: digest})
+}
+
+func (sc *StepContext) suspendWith(reason string, w *toolop.Wait) error {
+	sc.suspend = &suspension{reason: reason, wait: w}
+	return sc.suspend
+}
+
+// Approve asks for an approval of spec.Request and returns it once approved.
+// If it is rejected the error is ErrRejected. If nobody decided yet (or the
+// last approval expired, or was for another request) it requests one — the
+// engine's Approver may decide at once — else it returns a suspension: the
+// step must return that error, and the run waits for the decision.
+func (sc *StepContext) Approve(ctx context.Context, spec ApprovalSpec) (toolop.Approval, error) {
+	digest, err := toolop.RequestDigest(spec.Request)
+	if err != nil {
+		return toolop.Approval{}, fmt.Errorf("approval request: %w", err)
+	}
+	if spec.TTL <= 0 {
+		spec.TTL = time.Hour
+	}
+	if spec.Summary == nil {
+		spec.Summary = spec.Request
+	}
+	ops, tn, id := sc.e.ops, sc.run.TenantID, sc.run.RunID
+	a, err := ops.ValidApproval(ctx, tn, id, sc.step, digest)
+	switch {
+	case err == nil:
+		sc.ctl.SetGuard(toolop.ApprovalGuard{StepID: sc.step, RequestDigest: digest})
+		return a, nil
+	case errors.Is(err, toolop.ErrApprovalRejected) && a.RequestDigest == digest:
+		return a, fmt.Errorf("%w: %s by %s: %s", ErrRejected, a.ApprovalID, a.DecidedBy, a.Reason)
+	case errors.Is(err, toolop.ErrApprovalPending):
+		// an undecided, unexpired approval for this digest: wait for it (or let the policy decide)
+	case errors.Is(err, toolop.ErrApprovalNotFound), errors.Is(err, toolop.ErrApprovalExpired),
+		errors.Is(err, toolop.ErrApprovalDigestMismatch), errors.Is(err, toolop.ErrApprovalRejected):
+		summary, err := json.Marshal(spec.Summary)
+		if err != nil {
+			return toolop.Approval{}, fmt.Errorf("approval summary: %w", err)
+		}
+		a, _, err = ops.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: id, StepID: sc.step, RequestDigest: digest, Summary: summary, TTL: spec.TTL})
+		if err != nil {
+			return toolop.Approval{}, err
+		}
+	default:
+		return toolop.Approval{}, err
+	}
+	if sc.e.opts.Approver != nil {
+		if d, ok := sc.e.opts.Approver(ctx, a); ok {
+			if _, err := ops.Decide(ctx, tn, a.ApprovalID, d); err != nil && !errors.Is(err, toolop.ErrApprovalDecided) {
+				return toolop.Approval{}, err
+			}
+			return sc.Approve(ctx, spec)
+		}
+	}
+	return a, sc.suspendWith(fmt.Sprintf("waiting for approval %s of step %s", a.ApprovalID, sc.step),
+		&toolop.Wait{Kind: "approval", ApprovalID: a.ApprovalID, StepID: sc.step})
+}
+
+// Call performs a side effect through the operation ledger, at most once:
+// prepared once under an id derived from the run and call.Key, reconciled
+// with the tool's lookup if it may have been sent before, sent only when the
+// ledger says it is safe, and recorded as succeeded, failed or unknown.
+// A succeeded operation returns its stored result without sending again.
+// Without an authoritative answer the run is suspended naming the operation.
+func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, error) {
+	tool, ok := sc.e.ops.Tool(call.Tool)
+	if !ok {
+		return toolop.Operation{}, fmt.Errorf("call %s: tool not registered", call.Tool)
+	}
+	digest, err := toolop.RequestDigest(call.Request)
+	if err != nil {
+		return toolop.Operation{}, fmt.Errorf("call %s: request: %w", call.Tool, err)
+	}
+	ops, tn := sc.e.ops, sc.run.TenantID
+	op, _, err := ops.Prepare(ctx, tn, toolop.PrepareRequest{
+		OperationID: toolop.OperationID(sc.run.RunID, call.Key), RunID: sc.run.RunID,
+		StepID: sc.step, ToolName: call.Tool, RequestDigest: digest,
+	})
+	if err != nil {
+		return op, fmt.Errorf("call %s: %w", call.Tool, err)
+	}
+	sc.addOp(op.OperationID)
+	if sc.ctl.Tools == nil {
+		sc.ctl.Tools = map[string]string{}
+	}
+	sc.ctl.Tools[call.Tool] = tool.ContractVersion
+	if call.RequireApproval != "" {
+		if g, ok := sc.ctl.Guard(call.RequireApproval); ok && g.RequestDigest == digest {
+			g.OperationID = op.OperationID
+			sc.ctl.SetGuard(g)
+		}
+	}
+	sends := 0
+	for {
+		switch op.Status {
+		case toolop.StatusSucceeded:
+			return op, nil
+		case toolop.StatusFailed:
+			return op, fmt.Errorf("%w: %s: %s", ErrOperationFailed, op.OperationID, op.Error)
+		case toolop.StatusStarted, toolop.StatusUnknown:
+			rec, err := ops.Reconcile(ctx, tn, op.OperationID)
+			if err != nil {
+				return op, err
+			}
+			if rec.Answer == toolop.NotAuthoritative {
+				return rec.Operation, sc.suspendWith(
+					fmt.Sprintf("operation %s (%s) is unknown: %s; resolve it by hand", op.OperationID, op.ToolName, rec.Detail),
+					&toolop.Wait{Kind: "operation", OperationID: op.OperationID})
+			}
+			op = rec.Operation
+			continue
+		}
+		// Prepared: nothing of it reached the tool, or the tool said it did not apply it.
+		if sends >= sc.e.opts.MaxSends {
+			return op, sc.suspendWith(fmt.Sprintf("operation %s (%s) sent %d times without an answer", op.OperationID, op.ToolName, sends), nil)
+		}
+		sends++
+		if call.RequireApproval != "" {
+			if _, err := ops.ValidApproval(ctx, tn, sc.run.RunID, call.RequireApproval, digest); err != nil {
+				return op, sc.suspendWith(fmt.Sprintf("operation %s needs a valid approval of step %s: %v", op.OperationID, call.RequireApproval, err),
+					&toolop.Wait{Kind: "approval_guard", StepID: call.RequireApproval})
+			}
+		}
+		if op, err = ops.Start(ctx, tn, op.OperationID); err != nil {
+			return op, err
+		}
+		Fault(ctx, FaultBeforeCall, sc.run.RunID)
+		reply, serr := call.Send(ctx, op.IdempotencyKey())
+		// What the tool answered is recorded even if our context ended meanwhile
+		// (lease lost, shutdown): the ledger's guarded transitions keep it safe.
+		rec := context.WithoutCancel(ctx)
+		var rej *rejection
+		switch {
+		case serr == nil:
+			Fault(ctx, FaultAfterResponse, sc.run.RunID)
+			op, err = ops.Succeed(rec, tn, op.OperationID, toolop.Outcome{ExternalRef: reply.ExternalRef, Result: reply.Result})
+		case errors.As(serr, &rej):
+			op, err = ops.Fail(rec, tn, op.OperationID, toolop.Outcome{Error: serr.Error()})
+		default:
+			// It may have been applied: unknown, never failed. The loop reconciles it.
+			op, err = ops.MarkUnknown(rec, tn, op.OperationID, serr.Error())
+		}
+		if err == nil && ctx.Err() != nil {
+			return op, ctx.Err()
+		}
+		if err != nil {
+			return op, err
+		}
+	}
+}
+
+func (sc *StepContext) addOp(id string) {
+	for _, o := range sc.ops {
+		if o == id {
+			return
+		}
+	}
+	sc.ops = append(sc.ops, id)
+}
