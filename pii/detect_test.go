@@ -98,6 +98,7 @@ func TestLogHandlerMasks(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(NewLogHandler(slog.NewJSONHandler(&buf, nil), nil))
 	log.With("who", "bob@example.com").Info("paid with 4111 1111 1111 1111",
+		"request_id", "12345678-0612-3456-7890-123456789012",
 		"iban", "DE89370400440532013000",
 		slog.Group("g", "phone", "+33 6 12 34 56 78"),
 		"obj", map[string]string{"email": "eve@example.org"})
@@ -106,6 +107,9 @@ func TestLogHandlerMasks(t *testing.T) {
 		if strings.Contains(out, raw) {
 			t.Errorf("log carries %q: %s", raw, out)
 		}
+	}
+	if !strings.Contains(out, "12345678-0612-3456-7890-123456789012") {
+		t.Errorf("request_id was masked: %s", out)
 	}
 	if !strings.Contains(out, "[redacted:card]") || !strings.Contains(out, "[redacted:email]") {
 		t.Errorf("log lacks placeholders: %s", out)

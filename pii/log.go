@@ -14,6 +14,10 @@ type LogHandler struct {
 	red  *Redactor
 }
 
+// unmasked are attributes that hold generated identifiers, never personal
+// data; a UUID's digit groups can look like a phone number.
+var unmasked = map[string]bool{"request_id": true, "trace_id": true, "span_id": true}
+
 // NewLogHandler wraps next; a nil redactor means all kinds.
 func NewLogHandler(next slog.Handler, r *Redactor) *LogHandler {
 	if r == nil || !r.Enabled() {
@@ -51,6 +55,9 @@ func (h *LogHandler) WithGroup(name string) slog.Handler {
 
 func (h *LogHandler) maskAttr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
+	if unmasked[a.Key] {
+		return slog.Attr{Key: a.Key, Value: v}
+	}
 	switch v.Kind() {
 	case slog.KindString:
 		return slog.String(a.Key, h.red.Mask(v.String()))

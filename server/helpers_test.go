@@ -89,9 +89,11 @@ func postgresSchema(t testing.TB) string {
 // openEngine opens an engine on a fresh database of the backend; closed at cleanup.
 func openEngine(t testing.TB, backend string, cfg memento.Config) *memento.Engine {
 	t.Helper()
+	// Always a data directory of the test's own: embedded parts (sessions,
+	// the PII vault key) live there even when runs are on PostgreSQL.
+	cfg.DataDir = t.TempDir()
 	switch backend {
 	case "sqlite":
-		cfg.DataDir = t.TempDir()
 	case "postgres":
 		cfg.PostgresURL = postgresSchema(t)
 	default:

@@ -168,11 +168,24 @@ func (f *fx) events(runID string) []run.Event {
 		if err != nil {
 			f.t.Fatalf("list events of %s after %d: %v", runID, after, err)
 		}
+		checkAfter(f.t, page, after)
 		all = append(all, page...)
 		if len(page) < 100 {
 			return all
 		}
 		after = page[len(page)-1].Seq
+	}
+}
+
+// checkAfter fails unless page holds strictly increasing seqs above after,
+// so a pager built on it always ends.
+func checkAfter(t *testing.T, page []run.Event, after int64) {
+	t.Helper()
+	for _, ev := range page {
+		if ev.Seq <= after {
+			t.Fatalf("events after %d include seq %d", after, ev.Seq)
+		}
+		after = ev.Seq
 	}
 }
 
@@ -1136,6 +1149,7 @@ func testEventSeqContinuity(t *testing.T, s run.Store) {
 		if len(page) > 7 {
 			t.Fatalf("page of %d events for limit 7", len(page))
 		}
+		checkAfter(t, page, after)
 		if len(page) == 0 {
 			break
 		}

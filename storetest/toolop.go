@@ -15,9 +15,9 @@ import (
 	"github.com/mementohq/memento/toolop"
 )
 
-// ToolopStore is the conformance suite of the operation ledger and approvals.
+// ToolopStoreSuite is the conformance suite of the operation ledger and approvals.
 // newStore returns a fresh store; tests use random tenant ids so stores may be shared.
-func ToolopStore(t *testing.T, newStore func(t *testing.T) toolop.Store) {
+func ToolopStoreSuite(t *testing.T, newStore func(t *testing.T) toolop.Store) {
 	t.Run("PrepareOnce", func(t *testing.T) { testPrepareOnce(t, newStore(t)) })
 	t.Run("ConcurrentPrepare", func(t *testing.T) { testConcurrentPrepare(t, newStore(t)) })
 	t.Run("Transitions", func(t *testing.T) { testTransitions(t, newStore(t)) })

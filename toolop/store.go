@@ -4,7 +4,7 @@ import "context"
 
 // Store persists the operation ledger and approvals. Every method is scoped by
 // tenant first; a row of another tenant is not found. Implementations live
-// under store/ and must pass storetest.ToolopStore. Times keep microseconds.
+// under store/ and must pass storetest.ToolopStoreSuite. Times keep microseconds.
 type Store interface {
 	// PrepareOperation inserts op (status prepared) unless an operation with the
 	// same tenant and id exists, in which case the stored one is returned with

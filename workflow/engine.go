@@ -194,8 +194,19 @@ func (e *Engine) Resume(ctx context.Context, runID string) (resume.Result, error
 
 // Drive takes a run and executes its steps until it completes, fails or is
 // suspended, or ctx ends. A fresh run is simply leased; any other is resumed
-// through verification first. It returns the run as last committed.
+// through verification first. It returns the run as last committed. A run
+// another worker finished meanwhile is returned without error.
 func (e *Engine) Drive(ctx context.Context, runID string) (run.Run, error) {
+	r, err := e.drive(ctx, runID)
+	if errors.Is(err, run.ErrRunNotActive) {
+		if cur, gerr := e.runs.Get(ctx, e.opts.Tenant, runID); gerr == nil && cur.Status.Terminal() {
+			return cur, nil
+		}
+	}
+	return r, err
+}
+
+func (e *Engine) drive(ctx context.Context, runID string) (run.Run, error) {
 	tn := e.opts.Tenant
 	r, err := e.runs.Get(ctx, tn, runID)
 	if err != nil {
@@ -209,8 +220,8 @@ func (e *Engine) Drive(ctx context.Context, runID string) (run.Run, error) {
 		return r, fmt.Errorf("drive run %s: %w: %s", runID, ErrUnknownWorkflow, r.WorkflowName)
 	}
 	var l run.Lease
-	if r.StateRevision == 1 && r.Status == run.StatusRunning {
-		// Nothing was ever committed: there is nothing to verify.
+	if cur, ok := e.runs.Registry().Current(r.WorkflowName); r.StateRevision == 1 && r.Status == run.StatusRunning && (!ok || cur == r.StateSchemaVersion) {
+		// Nothing was ever committed and no migration is due: nothing to verify.
 		l, err = e.runs.AcquireLease(ctx, tn, runID, e.opts.Owner, 0, e.opts.LeaseTTL)
 		if err != nil {
 			return r, err
@@ -221,7 +232,7 @@ func (e *Engine) Drive(ctx context.Context, runID string) (run.Run, error) {
 		}
 		if r.StateRevision != 1 {
 			e.release(ctx, runID, l)
-			return e.Drive(ctx, runID)
+			return e.drive(ctx, runID)
 		}
 	} else {
 		res, err := e.Resume(ctx, runID)
@@ -244,16 +255,17 @@ func (e *Engine) release(ctx context.Context, runID string, l run.Lease) {
 // the run leaves the running status or the lease is lost.
 func (e *Engine) execute(ctx context.Context, w *Workflow, r run.Run, l run.Lease) (run.Run, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	runID := r.RunID
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		e.heartbeat(ctx, cancel, r.RunID, l)
+		e.heartbeat(ctx, cancel, runID, l)
 	}()
 	defer func() {
 		cancel(nil)
 		wg.Wait()
-		e.release(ctx, r.RunID, l)
+		e.release(ctx, runID, l)
 	}()
 	for r.Status == run.StatusRunning {
 		if err := ctx.Err(); err != nil {

@@ -19,8 +19,11 @@ const (
 	envMaxState    = "MEMENTO_MAX_STATE_BYTES"
 	envLogFormat   = "MEMENTO_LOG_FORMAT"
 	envLogLevel    = "MEMENTO_LOG_LEVEL"
-	envURL         = "MEMENTO_URL"
-	envAPIKey      = "MEMENTO_API_KEY"
+	// envPIIRedaction and envPIIKey configure the session redactor and its vault.
+	envPIIRedaction = "MEMENTO_PII_REDACTION"
+	envPIIKey       = "MEMENTO_PII_KEY"
+	envURL          = "MEMENTO_URL"
+	envAPIKey       = "MEMENTO_API_KEY"
 
 	defaultServerURL = "http://127.0.0.1:7700"
 )
@@ -37,6 +40,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newServeCmd(),
 		newRunsCmd(),
+		newSessionsCmd(),
 		newVersionCmd(),
 		newBenchCmd(),
 		newDemoCmd(),

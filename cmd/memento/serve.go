@@ -1,15 +1,19 @@
 package main
 
 import (
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/server"
 )
 
@@ -18,6 +22,7 @@ type serveFlags struct {
 	apiKeys                       string
 	maxState                      string
 	logFormat, logLevel           string
+	piiRedaction                  bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -43,6 +48,7 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl.StringVar(&f.redis, "redis", "", "Redis URL for sessions (env "+envRedisURL+")")
 	fl.StringVar(&f.apiKeys, "api-keys", "", `API keys "key=tenant[:role],..." with role reader, writer (default) or admin (env `+envAPIKeys+`)`)
 	fl.StringVar(&f.maxState, "max-state-bytes", "", "largest run state accepted, in bytes (env "+envMaxState+", default 1048576)")
+	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
 	return cmd
@@ -54,6 +60,20 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		DataDir:     flagOrEnv(cmd, "data", f.data, envData, f.data),
 		PostgresURL: flagOrEnv(cmd, "postgres", f.postgres, envPostgresURL, ""),
 		RedisURL:    flagOrEnv(cmd, "redis", f.redis, envRedisURL, ""),
+	}
+	if v := flagOrEnv(cmd, "pii-redaction", strconv.FormatBool(f.piiRedaction), envPIIRedaction, "true"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("pii redaction %q: want true or false", v)
+		}
+		cfg.PII.Disabled = !on
+	}
+	if v := os.Getenv(envPIIKey); v != "" {
+		key, err := hex.DecodeString(strings.TrimSpace(v))
+		if err != nil || len(key) != 32 {
+			return fmt.Errorf("%s: want 64 hex digits (an AES-256 key)", envPIIKey)
+		}
+		cfg.PII.Key = key
 	}
 	if v := flagOrEnv(cmd, "max-state-bytes", f.maxState, envMaxState, ""); v != "" {
 		n, err := strconv.Atoi(v)
@@ -91,6 +111,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if cfg.PostgresURL == "" {
 		logger.Info("embedded backend", "data", eng.Config().DataDir)
 	}
+	logger.Info("sessions", "backend", string(eng.SessionBackend()), "pii_redaction", !cfg.PII.Disabled, "vault_encrypted", eng.Vault.Encrypted())
 	return srv.ListenAndServe(ctx, listen)
 }
 
@@ -100,11 +121,12 @@ func newLogger(cmd *cobra.Command, format, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	// Logs never carry raw personal data, even when a value slips into a message.
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts)), nil
+		return slog.New(pii.NewLogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), opts), nil)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts)), nil
+		return slog.New(pii.NewLogHandler(slog.NewJSONHandler(cmd.ErrOrStderr(), opts), nil)), nil
 	}
 	return nil, fmt.Errorf("log format %q: want text or json", format)
 }

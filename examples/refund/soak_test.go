@@ -6,10 +6,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mementohq/memento/examples/refund"
+	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 )
@@ -99,6 +101,7 @@ func TestSoakRandomKills(t *testing.T) {
 	defer e.Close()
 	ctx := context.Background()
 	statuses := map[run.Status]int{}
+	reconciled, resent, resumed := 0, 0, 0
 	for i := 1; i <= orders; i++ {
 		oid := refund.OrderID(i)
 		if byOrder[oid] > 1 {
@@ -134,6 +137,17 @@ func TestSoakRandomKills(t *testing.T) {
 			if err != nil || op.Status != toolop.StatusSucceeded {
 				t.Errorf("order %s: operation %+v %v, want succeeded", oid, op, err)
 			}
+			if strings.HasPrefix(op.Resolution, "reconciled") {
+				reconciled++
+			}
+			if op.Attempts > 1 {
+				resent++
+			}
+		}
+		for _, ev := range events(t, e, r.RunID) {
+			if ev.EventType == resume.EventVerified {
+				resumed++
+			}
 		}
 	}
 	for k, n := range byKey {
@@ -149,6 +163,7 @@ func TestSoakRandomKills(t *testing.T) {
 	if len(sum.RunsByStatus) == 0 {
 		t.Errorf("empty summary")
 	}
-	t.Logf("soak (%s): %d SIGKILLs at random instants in %d cycles of 2 workers over %s; %d orders; runs by status %v; %d refunds applied, none twice; summary %+v",
-		b.name, kills, cycles, killPhase.Round(time.Millisecond), orders, statuses, len(rs), sum.RunsByStatus)
+	t.Logf("soak (%s): %d SIGKILLs at random instants in %d cycles of 2 workers over %s; %d orders; runs by status %v; "+
+		"%d refunds applied, none twice; %d resumes verified; %d refund operations settled by reconciliation after a kill, %d sent again with the same key",
+		b.name, kills, cycles, killPhase.Round(time.Millisecond), orders, statuses, len(rs), resumed, reconciled, resent)
 }

@@ -60,5 +60,5 @@ func TestToolopStore(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(db.Close)
-	storetest.ToolopStore(t, func(t *testing.T) toolop.Store { return db })
+	storetest.ToolopStoreSuite(t, func(t *testing.T) toolop.Store { return db })
 }

@@ -239,7 +239,7 @@ func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq i
 	}
 	rows, err := db.r.QueryContext(ctx, `SELECT seq, event_type, step_id, attempt, payload, created_at
 		FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
-		tenantID, runID, afterSeq-1, limit)
+		tenantID, runID, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite list events: %w", err)
 	}

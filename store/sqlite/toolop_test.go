@@ -11,7 +11,7 @@ import (
 )
 
 func TestToolopStore(t *testing.T) {
-	storetest.ToolopStore(t, func(t *testing.T) toolop.Store {
+	storetest.ToolopStoreSuite(t, func(t *testing.T) toolop.Store {
 		db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memento.db"))
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)

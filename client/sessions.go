@@ -1,0 +1,193 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/mementohq/memento/pii"
+	"github.com/mementohq/memento/session"
+)
+
+// Problem kinds of the sessions domain.
+const (
+	KindSessionNotFound      = "session-not-found"
+	KindPreconditionRequired = "precondition-required"
+	KindMessageTooLarge      = "message-too-large"
+	KindPIINotFound          = "pii-not-found"
+)
+
+// sessionSentinels lets errors.Is(err, session.ErrPreconditionFailed) work on
+// the answers of session calls, as it does against the library.
+var sessionSentinels = map[string]error{
+	KindSessionNotFound:      session.ErrNotFound,
+	KindPreconditionFailed:   session.ErrPreconditionFailed,
+	KindPreconditionRequired: session.ErrPreconditionRequired,
+	KindStateTooLarge:        session.ErrStateTooLarge,
+	KindMessageTooLarge:      session.ErrMessageTooLarge,
+	KindSchemaValidation:     session.ErrSchemaValidation,
+	KindPIINotFound:          pii.ErrNotFound,
+}
+
+// sessionErr adds the session sentinel of a problem to err, keeping the *Error.
+func sessionErr(err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	if s, ok := sessionSentinels[e.Kind()]; ok {
+		return fmt.Errorf("%w (%w)", err, s)
+	}
+	if e.Kind() == KindInvalidRequest && e.Status == http.StatusUnprocessableEntity {
+		return fmt.Errorf("%w (%w)", err, session.ErrInvalidInput)
+	}
+	return err
+}
+
+func sessionPath(id string, rest ...string) string {
+	p := "/v1/sessions/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+func userQuery(userID string) url.Values { return url.Values{"user_id": {userID}} }
+
+func revisionHeader(name string, rev int64) http.Header {
+	h := http.Header{}
+	h.Set(name, `"`+strconv.FormatInt(rev, 10)+`"`)
+	return h
+}
+
+// PutSessionRequest creates or replaces a session.
+type PutSessionRequest struct {
+	UserID string
+	App    string
+	State  json.RawMessage
+	// TTL of inactivity, whole seconds; 0 means the server default.
+	TTL time.Duration
+	// IfRevision, when > 0, replaces only at that revision (If-Match).
+	IfRevision int64
+}
+
+// PutSession creates (created=true) or replaces a session.
+func (c *Client) PutSession(ctx context.Context, sessionID string, req PutSessionRequest) (s session.Session, created bool, err error) {
+	body := map[string]any{"user_id": req.UserID}
+	if req.App != "" {
+		body["app"] = req.App
+	}
+	if len(req.State) > 0 {
+		body["state"] = req.State
+	}
+	if req.TTL > 0 {
+		body["ttl_seconds"] = int64((req.TTL + time.Second - 1) / time.Second)
+	}
+	r := request{method: http.MethodPut, path: sessionPath(sessionID), body: body}
+	if req.IfRevision > 0 {
+		r.header = revisionHeader("If-Match", req.IfRevision)
+	}
+	resp, err := c.do(ctx, r, &s)
+	if err != nil {
+		return session.Session{}, false, sessionErr(err)
+	}
+	return s, resp.Status == http.StatusCreated, nil
+}
+
+// GetSession reads a session of the user; its Revision is the ETag.
+func (c *Client) GetSession(ctx context.Context, sessionID, userID string) (session.Session, error) {
+	var s session.Session
+	_, err := c.do(ctx, request{method: http.MethodGet, path: sessionPath(sessionID), query: userQuery(userID)}, &s)
+	return s, sessionErr(err)
+}
+
+// PatchSession applies a JSON Merge Patch to the state if the session is at
+// revision; otherwise errors.Is(err, session.ErrPreconditionFailed).
+func (c *Client) PatchSession(ctx context.Context, sessionID, userID string, revision int64, patch json.RawMessage) (session.Session, error) {
+	var s session.Session
+	_, err := c.do(ctx, request{method: http.MethodPatch, path: sessionPath(sessionID), query: userQuery(userID),
+		body: patch, header: revisionHeader("If-Match", revision)}, &s)
+	return s, sessionErr(err)
+}
+
+// AppendMessages appends messages; the result says how many old ones the cap trimmed.
+func (c *Client) AppendMessages(ctx context.Context, sessionID, userID string, msgs ...session.MessageInput) (session.AppendResult, error) {
+	var res session.AppendResult
+	_, err := c.do(ctx, request{method: http.MethodPost, path: sessionPath(sessionID, "messages"), query: userQuery(userID),
+		body: map[string]any{"messages": msgs}}, &res)
+	return res, sessionErr(err)
+}
+
+// ListMessages returns the latest q.Limit messages after q.Since / q.AfterSeq, oldest first.
+func (c *Client) ListMessages(ctx context.Context, sessionID, userID string, q session.MessageQuery) ([]session.Message, error) {
+	v := userQuery(userID)
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.AfterSeq > 0 {
+		v.Set("after_seq", strconv.FormatInt(q.AfterSeq, 10))
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.Format(time.RFC3339Nano))
+	}
+	var out struct {
+		Items []session.Message `json:"items"`
+	}
+	_, err := c.do(ctx, request{method: http.MethodGet, path: sessionPath(sessionID, "messages"), query: v}, &out)
+	return out.Items, sessionErr(err)
+}
+
+// SetSessionSummary fills the summary slot.
+func (c *Client) SetSessionSummary(ctx context.Context, sessionID, userID string, sum session.Summary) (session.Session, error) {
+	body := map[string]any{"text": sum.Text, "through_seq": sum.ThroughSeq}
+	if len(sum.Data) > 0 {
+		body["data"] = sum.Data
+	}
+	var s session.Session
+	_, err := c.do(ctx, request{method: http.MethodPut, path: sessionPath(sessionID, "summary"), query: userQuery(userID), body: body}, &s)
+	return s, sessionErr(err)
+}
+
+// CloseSession deletes the session and returns it as it was.
+func (c *Client) CloseSession(ctx context.Context, sessionID, userID string) (session.Session, error) {
+	var s session.Session
+	_, err := c.do(ctx, request{method: http.MethodPost, path: sessionPath(sessionID, "close"), query: userQuery(userID)}, &s)
+	return s, sessionErr(err)
+}
+
+// DeleteSession deletes the session (DELETE; no body back).
+func (c *Client) DeleteSession(ctx context.Context, sessionID, userID string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: sessionPath(sessionID), query: userQuery(userID)}, nil)
+	return sessionErr(err)
+}
+
+// ListSessions returns the user's live sessions, most recently active first.
+func (c *Client) ListSessions(ctx context.Context, userID string, limit int) ([]session.Session, error) {
+	v := userQuery(userID)
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	var out struct {
+		Items []session.Session `json:"items"`
+	}
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/sessions", query: v}, &out)
+	return out.Items, sessionErr(err)
+}
+
+// ResolvePII returns the value behind a reference (needs an admin key).
+func (c *Client) ResolvePII(ctx context.Context, ref string) (pii.Resolved, error) {
+	var r pii.Resolved
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/pii/" + url.PathEscape(ref)}, &r)
+	return r, sessionErr(err)
+}
+
+// ForgetPII deletes the value behind a reference (needs an admin key).
+func (c *Client) ForgetPII(ctx context.Context, ref string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/pii/" + url.PathEscape(ref)}, nil)
+	return sessionErr(err)
+}

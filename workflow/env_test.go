@@ -1,0 +1,126 @@
+package workflow_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/postgres"
+	"github.com/mementohq/memento/store/sqlite"
+	"github.com/mementohq/memento/toolop"
+)
+
+// env is one real backend with the services on top.
+type env struct {
+	runs *run.Service
+	ops  *toolop.Service
+}
+
+type backendFn func(t *testing.T) env
+
+func sqliteEnv(t *testing.T) env {
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memento.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return env{runs: run.NewService(db, run.Options{}), ops: toolop.NewService(db, nil)}
+}
+
+func postgresEnv(t *testing.T) env {
+	base := os.Getenv("MEMENTO_TEST_POSTGRES_URL")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("PostgreSQL is required at %s: %v", base, err)
+	}
+	defer conn.Close(ctx)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "memento_t_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	db, err := postgres.Open(ctx, base+sep+"search_path="+schema)
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		c, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return env{runs: run.NewService(db, run.Options{}), ops: toolop.NewService(db, nil)}
+}
+
+func eachBackend(t *testing.T, fn func(t *testing.T, open backendFn)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteEnv) })
+	t.Run("postgres", func(t *testing.T) { fn(t, postgresEnv) })
+}
+
+// provider stands in for an external system with idempotency keys: it
+// applies a request once per key and can answer lookups, authoritatively or not.
+type provider struct {
+	mu            sync.Mutex
+	applied       map[string]int // key -> amount
+	sends         int
+	failTransport bool // apply, then lose the answer
+	authoritative bool
+}
+
+func newProvider() *provider { return &provider{applied: map[string]int{}, authoritative: true} }
+
+func (p *provider) send(amount int) func(ctx context.Context, key string) (sendReply, error) {
+	return func(ctx context.Context, key string) (sendReply, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.sends++
+		if _, ok := p.applied[key]; !ok {
+			p.applied[key] = amount
+		}
+		if p.failTransport {
+			return sendReply{}, errTransport
+		}
+		return sendReply{ref: "ref-" + key}, nil
+	}
+}
+
+func (p *provider) lookup(ctx context.Context, key string) (toolop.LookupResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.authoritative {
+		return toolop.LookupResult{Answer: toolop.NotAuthoritative, Detail: "provider search is down"}, nil
+	}
+	if _, ok := p.applied[key]; ok {
+		return toolop.LookupResult{Answer: toolop.Applied, ExternalRef: "ref-" + key}, nil
+	}
+	return toolop.LookupResult{Answer: toolop.NotApplied}, nil
+}
+
+func (p *provider) counts() (sends, applied int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sends, len(p.applied)
+}
