@@ -54,11 +54,40 @@ func Detect(s string, kinds []Kind) []Finding {
 	if len(s) < 6 {
 		return nil
 	}
-	masked := []byte(s)
+	// Cheap necessary conditions first: most text has no '@' and few
+	// digits, and then no pattern needs to run at all.
+	digits, at := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '@':
+			at = true
+		}
+	}
+	need := func(k Kind) bool {
+		switch k {
+		case KindEmail:
+			return at
+		case KindCard:
+			return digits >= 13
+		case KindPhone:
+			return digits >= 8
+		case KindIBAN:
+			return digits >= 4
+		}
+		return false
+	}
+	var masked []byte // s with references and earlier findings blanked; made on first use
+	text := s
 	blank := func(start, end int) {
+		if masked == nil {
+			masked = []byte(s)
+		}
 		for i := start; i < end; i++ {
 			masked[i] = 0
 		}
+		text = string(masked)
 	}
 	if strings.Contains(s, RefPrefix) {
 		for _, loc := range refRE.FindAllStringIndex(s, -1) {
@@ -67,10 +96,9 @@ func Detect(s string, kinds []Kind) []Finding {
 	}
 	var out []Finding
 	for _, k := range AllKinds {
-		if !slices.Contains(kinds, k) {
+		if !need(k) || !slices.Contains(kinds, k) {
 			continue
 		}
-		text := string(masked)
 		var fs []Finding
 		switch k {
 		case KindIBAN:
@@ -78,13 +106,12 @@ func Detect(s string, kinds []Kind) []Finding {
 		case KindCard:
 			fs = appendMatches(nil, text, k, cardRE, validCard)
 		case KindEmail:
-			if strings.IndexByte(text, '@') >= 0 {
-				fs = appendMatches(nil, text, k, emailRE, validEmail)
-			}
+			fs = appendMatches(nil, text, k, emailRE, validEmail)
 		case KindPhone:
 			fs = appendMatches(nil, text, k, phoneRE, validPhone)
 		}
 		for _, f := range fs {
+			f.Value = s[f.Start:f.End]
 			blank(f.Start, f.End)
 			out = append(out, f)
 		}

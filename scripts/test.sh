@@ -74,6 +74,11 @@ if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
 	export PATH="/usr/local/go/bin:$PATH"
 fi
 command -v go >/dev/null || die "the Go toolchain (go) is not on PATH nor in /usr/local/go/bin"
+# The race detector needs cgo, so a C compiler.
+if ! command -v "$(go env CC)" >/dev/null; then
+	apt_install gcc libc6-dev
+fi
+export CGO_ENABLED=1
 GOFMT="$(go env GOROOT)/bin/gofmt"
 [[ -x "$GOFMT" ]] || GOFMT=gofmt
 

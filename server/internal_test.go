@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 // TestPanicBecomesProblem: a panicking handler answers a 500 problem and is
@@ -90,6 +91,55 @@ func TestDecodeErrorsAreClear(t *testing.T) {
 		err := s.decodeJSON(httptest.NewRecorder(), req, &dst)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("decode %q: %v, want it to mention %q", body, err, want)
+		}
+	}
+}
+
+// TestOpenAPIComposition: fragments merge; a domain cannot redefine another's
+// operation or component, and shared path-level fields must agree.
+func TestOpenAPIComposition(t *testing.T) {
+	base := `{"openapi":"3.1.0","info":{"title":"t","version":"1"},"paths":{},"components":{"schemas":{"Problem":{}}}}`
+	cases := []struct {
+		name  string
+		files map[string]string
+		err   string
+	}{
+		{"merge", map[string]string{
+			"openapi/a.json": `{"paths":{"/x/{id}":{"parameters":[{"name":"id","in":"path"}],"get":{}}},"components":{"schemas":{"A":{}}}}`,
+			"openapi/b.json": `{"paths":{"/x/{id}":{"parameters":[{"name":"id", "in":"path"}],"post":{}}}}`,
+		}, ""},
+		{"duplicate operation", map[string]string{
+			"openapi/a.json": `{"paths":{"/x":{"get":{}}}}`,
+			"openapi/b.json": `{"paths":{"/x":{"get":{"summary":"mine"}}}}`,
+		}, "get /x defined twice"},
+		{"disagreeing parameters", map[string]string{
+			"openapi/a.json": `{"paths":{"/x/{id}":{"parameters":[{"name":"id"}],"get":{}}}}`,
+			"openapi/b.json": `{"paths":{"/x/{id}":{"parameters":[{"name":"other"}],"post":{}}}}`,
+		}, "parameters /x/{id} defined twice"},
+		{"duplicate component", map[string]string{
+			"openapi/a.json": `{"components":{"schemas":{"Problem":{"type":"object"}}}}`,
+		}, "components.schemas.Problem defined twice"},
+		{"unknown top-level field", map[string]string{
+			"openapi/a.json": `{"info":{}}`,
+		}, "only paths and components allowed"},
+	}
+	for _, c := range cases {
+		fsys := fstest.MapFS{"openapi/base.json": {Data: []byte(base)}}
+		for name, data := range c.files {
+			fsys[name] = &fstest.MapFile{Data: []byte(data)}
+		}
+		doc, err := buildOpenAPI(fsys)
+		if c.err == "" {
+			var d struct {
+				Paths map[string]map[string]any `json:"paths"`
+			}
+			if err != nil || json.Unmarshal(doc, &d) != nil || len(d.Paths["/x/{id}"]) != 3 {
+				t.Errorf("%s: %v %s", c.name, err, doc)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want an error mentioning %q", c.name, err, c.err)
 		}
 	}
 }

@@ -20,7 +20,9 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) err
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return newError(KindUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not JSON; send application/json", ct))
+			// Strict on purpose: a browser can send form or text bodies
+			// cross-site without a CORS preflight, JSON it cannot.
+			return newError(KindUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not JSON; send Content-Type: application/json (with curl: --json, or -H 'Content-Type: application/json')", ct))
 		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))

@@ -29,8 +29,8 @@ type fragment struct {
 
 // buildOpenAPI merges the fragments; a path+method or component defined
 // twice is an error, so domains cannot silently override each other.
-func buildOpenAPI() ([]byte, error) {
-	baseRaw, err := openapiFS.ReadFile(openapiBase)
+func buildOpenAPI(fsys fs.FS) ([]byte, error) {
+	baseRaw, err := fs.ReadFile(fsys, openapiBase)
 	if err != nil {
 		return nil, fmt.Errorf("openapi: %w", err)
 	}
@@ -44,7 +44,7 @@ func buildOpenAPI() ([]byte, error) {
 	if err := json.Unmarshal(baseRaw, &base); err != nil {
 		return nil, fmt.Errorf("openapi: parse %s: %w", openapiBase, err)
 	}
-	files, err := fs.Glob(openapiFS, "openapi/*.json")
+	files, err := fs.Glob(fsys, "openapi/*.json")
 	if err != nil {
 		return nil, fmt.Errorf("openapi: %w", err)
 	}
@@ -57,7 +57,7 @@ func buildOpenAPI() ([]byte, error) {
 		if name == openapiBase {
 			continue
 		}
-		raw, err := openapiFS.ReadFile(name)
+		raw, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("openapi: %w", err)
 		}
@@ -77,11 +77,15 @@ func buildOpenAPI() ([]byte, error) {
 			if paths[p] == nil {
 				paths[p] = map[string]json.RawMessage{}
 			}
-			for method, op := range ops {
-				if _, dup := paths[p][method]; dup {
-					return nil, fmt.Errorf("openapi: %s %s defined twice (again in %s)", method, p, fr.name)
+			for key, op := range ops {
+				if prev, dup := paths[p][key]; dup {
+					// Path-level fields (parameters, summary) may be repeated by
+					// two domains sharing a path, if they agree; operations never.
+					if httpMethods[key] || !sameJSON(prev, op) {
+						return nil, fmt.Errorf("openapi: %s %s defined twice (again in %s)", key, p, fr.name)
+					}
 				}
-				paths[p][method] = op
+				paths[p][key] = op
 			}
 		}
 		for section, items := range fr.f.Components {
@@ -104,6 +108,13 @@ func buildOpenAPI() ([]byte, error) {
 		return nil, fmt.Errorf("openapi: encode: %w", err)
 	}
 	return out, nil
+}
+
+var httpMethods = map[string]bool{"get": true, "put": true, "post": true, "delete": true, "patch": true, "head": true, "options": true, "trace": true}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y bytes.Buffer
+	return json.Compact(&x, a) == nil && json.Compact(&y, b) == nil && bytes.Equal(x.Bytes(), y.Bytes())
 }
 
 type problemEntry struct {

@@ -55,12 +55,12 @@ type problemKind struct {
 
 // kinds is the catalogue of every problem kind this server answers, built
 // from one table per domain (a domain adds its table here).
-var kinds = mergeKinds(generalKinds, runKinds, sessionKinds)
+var kinds = mergeKinds(generalKinds, runKinds, sessionKinds, operationKinds)
 
 // sentinelKinds maps domain sentinel errors to problem kinds, one table per
 // domain (a domain adds its table here). Each domain error wraps at most one
 // sentinel, so order does not matter.
-var sentinelKinds = slices.Concat(runSentinels, sessionSentinels)
+var sentinelKinds = slices.Concat(runSentinels, sessionSentinels, operationSentinels)
 
 // generalKinds are the kinds every route may answer.
 var generalKinds = map[string]problemKind{

@@ -70,6 +70,7 @@ func (s *Server) allRoutes() []Route {
 	rs = append(rs, s.systemRoutes()...)
 	rs = append(rs, s.runRoutes()...)
 	rs = append(rs, s.sessionRoutes()...)
+	rs = append(rs, s.operationRoutes()...)
 	return rs
 }
 
@@ -110,7 +111,7 @@ func New(opts Options) (*Server, error) {
 		}
 		s.mux.HandleFunc(rt.Pattern(), s.wrap(*rt))
 	}
-	doc, err := buildOpenAPI()
+	doc, err := buildOpenAPI(openapiFS)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -148,6 +149,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute, // bodies are bounded; a trickled one is cut off
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}

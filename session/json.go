@@ -135,3 +135,25 @@ func (b *batch) doc(d *jsonDoc) (json.RawMessage, error) {
 	v := substitute(d.v, b.texts, &i)
 	return encodeJSON(v)
 }
+
+// MergePatch applies an RFC 7386 JSON Merge Patch to a decoded document and
+// returns the result; doc may be modified. Working on decoded values lets a
+// patch parse the stored state once and encode the result once.
+func MergePatch(doc, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	d, ok := doc.(map[string]any)
+	if !ok {
+		d = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(d, k)
+			continue
+		}
+		d[k] = MergePatch(d[k], v)
+	}
+	return d
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -288,15 +287,11 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 	if cur.Revision != expectedRevision {
 		return Session{}, fmt.Errorf("patch session %s at revision %d (current %d): %w", sessionID, expectedRevision, cur.Revision, ErrPreconditionFailed)
 	}
-	merged, err := jsonpatch.MergePatch(cur.State, patch)
+	doc, err := decodeJSON(cur.State)
 	if err != nil {
-		return Session{}, invalid("apply merge patch: %v", err)
+		return Session{}, fmt.Errorf("patch session %s: stored state: %w", sessionID, err)
 	}
-	v, err := s.decodeState(merged)
-	if err != nil {
-		return Session{}, err
-	}
-	state, err := s.finishState(ctx, tenantID, cur.App, v)
+	state, err := s.finishState(ctx, tenantID, cur.App, MergePatch(doc, pv))
 	if err != nil {
 		return Session{}, err
 	}

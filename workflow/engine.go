@@ -265,7 +265,10 @@ func (e *Engine) execute(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	defer func() {
 		cancel(nil)
 		wg.Wait()
-		e.release(ctx, runID, l)
+		// A finished run takes no lease any more: releasing it would only cost a write.
+		if !r.Status.Terminal() {
+			e.release(ctx, runID, l)
+		}
 	}()
 	for r.Status == run.StatusRunning {
 		if err := ctx.Err(); err != nil {

@@ -1,5 +1,3 @@
-// Command memento is Memento's command line: the server (serve) and clients
-// of its HTTP API (runs ...). Run `memento help` for the commands.
 package main
 
 import (

@@ -87,10 +87,10 @@ func (b *lockedBuffer) String() string {
 
 // proc is a child process of the test.
 type proc struct {
-	cmd    *exec.Cmd
-	out    *lockedBuffer
-	errb   *lockedBuffer
-	done   chan struct{}
+	cmd     *exec.Cmd
+	out     *lockedBuffer
+	errb    *lockedBuffer
+	done    chan struct{}
 	waitErr error
 }
 
@@ -99,6 +99,9 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	p := &proc{out: newLockedBuffer(), errb: newLockedBuffer(), done: make(chan struct{})}
 	p.cmd = exec.Command(mementoBin(t), args...)
 	p.cmd.Env = append(os.Environ(), env...)
+	// A working directory of its own: nothing a child writes by default
+	// (./memento-data) may land in the source tree.
+	p.cmd.Dir = t.TempDir()
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.errb
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start memento %v: %v", args, err)

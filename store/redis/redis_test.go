@@ -27,7 +27,7 @@ func testURL() string {
 // openStore connects with a random key prefix and deletes every key under
 // it when the test ends, so tests of other helpers on the same Redis are
 // untouched.
-func openStore(t *testing.T) *mredis.Store {
+func openStore(t testing.TB) *mredis.Store {
 	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)

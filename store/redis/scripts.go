@@ -4,168 +4,189 @@ import goredis "github.com/redis/go-redis/v9"
 
 // Key layout (P = prefix, T/S/U = escaped tenant, session and user ids):
 //
-//	P{t:T:s:S}:m   hash   session record (fields below)
-//	P{t:T:s:S}:l   list   messages, oldest first, each "seq|created_us|json"
-//	P{t:T:u:U}:ix  zset   the user's sessions; score >= the session's expiry (ms)
-//	P{t:T:v:ID}    string one vault value (JSON)
+//	P{t:T:s:S}    hash    one session: its record and its messages
+//	P{t:T:u:U}:ix zset    the user's sessions; score >= the session's expiry (ms)
+//	P{t:T:v:ID}   string  one vault value (JSON)
 //
-// Session hash fields: u user, a app, st state, r revision, sm summary JSON,
-// su summary time, n message count, ls last seq, lt last message time,
-// ttl (ms), c created, la last activity, x expiry (times in unix µs),
-// ix the score last written to the user index.
-//
-// Every script checks owner and expiry itself and moves the native expiry
-// of both session keys to the same instant, so the keys vanish together.
+// A session is ONE key, so one native expiry covers all of it and every
+// script touches a single slot. Record fields: u user, a app, st state,
+// r revision, sm summary JSON, su summary time, n message count, ls last
+// seq, lt last message time, ttl (ms), c created, la last activity, x expiry
+// (times in unix µs), ix the score last written to the user index. Message
+// seq s is field "#s" = "s|created_us|json"; seqs are consecutive and the
+// cap drops the oldest, so the live messages are exactly #(ls-n+1) .. #ls.
+// No record field starts with '#'.
 
-// prelude is shared by the session scripts.
+// prelude is shared by the session scripts. Numbers go to redis.call as
+// they are (converted exactly); only string concatenation needs fmt, since
+// tostring would write large numbers with an exponent.
 const prelude = `
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function fmt(n) return string.format('%d', n) end
--- live reads the given fields plus u and x; nil if missing, foreign or expired.
-local function live(user, now, ...)
-  local m = redis.call('HMGET', KEYS[1], 'u', 'x', ...)
-  if not m[1] or m[1] ~= user or tonumber(m[2]) <= now then return nil end
+-- RECORD lists the record fields a script reads back; Go mirrors it.
+local RECORD = {'u', 'x', 'a', 'r', 'sm', 'su', 'n', 'ls', 'lt', 'ttl', 'c', 'la', 'ix'}
+-- record reads RECORD (plus extra fields) into a table; nil if the session
+-- is missing, another user's or past its expiry.
+local function record(user, now, ...)
+  local v = redis.call('HMGET', KEYS[1], unpack(RECORD))
+  if not v[1] or v[1] ~= user or tonumber(v[2]) <= now then return nil end
+  local m = {}
+  for i, f in ipairs(RECORD) do m[f] = v[i] end
   return m
 end
-local function expire_at(x)
-  local ms = fmt(math.ceil(x / 1000))
-  redis.call('PEXPIREAT', KEYS[1], ms)
-  redis.call('PEXPIREAT', KEYS[2], ms)
+-- reply is {"ok", flag, index_score, RECORD values...} after the changes in m.
+local function reply(m, flag, score)
+  local out = {'ok', flag, score}
+  for i, f in ipairs(RECORD) do out[3 + i] = m[f] or false end
+  return out
 end
 -- index_score returns the new user-index score when the expiry outgrew the
--- last one written (0 otherwise); the slack makes that rare for active sessions.
-local function index_score(ix, x, ttl)
+-- last one written (0 otherwise); the slack makes that rare for active
+-- sessions. It updates m.ix and returns the HSET arguments to add.
+local function index_score(m, x, ttl)
   local xms = math.ceil(x / 1000)
-  if xms <= (tonumber(ix) or 0) then return 0 end
+  if xms <= (tonumber(m.ix) or 0) then return 0 end
   local score = xms + math.max(math.floor(ttl / 2), 1000)
-  redis.call('HSET', KEYS[1], 'ix', fmt(score))
+  m.ix = score
   return score
 end
-local SCALARS = {'u', 'a', 'r', 'sm', 'su', 'n', 'ls', 'ttl', 'c', 'la', 'x'}
-local function scalars() return redis.call('HMGET', KEYS[1], unpack(SCALARS)) end
 `
 
 // putScript creates or replaces a session.
-// KEYS: meta, list. ARGV: user, app, state, ttl_ms, expected_rev.
-// Returns {"nf"} | {"stale", rev} | {"ok", created, index_score, scalars...}.
+// KEYS: session. ARGV: user, app, state, ttl_ms, expected_rev.
+// Returns {"nf"} | {"stale", rev} | {"ok", created, index_score, record...}.
 var putScript = goredis.NewScript(prelude + `
 local now = now_us()
 local ttl = tonumber(ARGV[4])
 local x = now + ttl * 1000
-local m = redis.call('HMGET', KEYS[1], 'u', 'x', 'r', 'ix')
+local v = redis.call('HMGET', KEYS[1], 'u', 'x', 'r')
 local created = 0
-if not m[1] or tonumber(m[2]) <= now then
+local m
+if not v[1] or tonumber(v[2]) <= now then
   if ARGV[5] ~= '0' then return {'stale', '0'} end
-  redis.call('DEL', KEYS[1], KEYS[2])
-  redis.call('HSET', KEYS[1], 'u', ARGV[1], 'a', ARGV[2], 'st', ARGV[3], 'r', '1', 'ttl', ARGV[4],
-    'c', fmt(now), 'la', fmt(now), 'x', fmt(x), 'n', '0', 'ls', '0', 'lt', '0', 'ix', '0')
+  redis.call('DEL', KEYS[1])
+  m = {u = ARGV[1], r = 1, n = 0, ls = 0, lt = 0, c = now, ix = 0}
   created = 1
-  m[4] = '0'
 else
-  if m[1] ~= ARGV[1] then return {'nf'} end
-  if ARGV[5] ~= '0' and m[3] ~= ARGV[5] then return {'stale', m[3]} end
-  redis.call('HSET', KEYS[1], 'a', ARGV[2], 'st', ARGV[3], 'ttl', ARGV[4], 'la', fmt(now), 'x', fmt(x))
-  redis.call('HINCRBY', KEYS[1], 'r', 1)
+  if v[1] ~= ARGV[1] then return {'nf'} end
+  if ARGV[5] ~= '0' and v[3] ~= ARGV[5] then return {'stale', v[3]} end
+  m = record(ARGV[1], now)
+  m.r = tonumber(m.r) + 1
 end
-expire_at(x)
-return {'ok', created, index_score(m[4], x, ttl), unpack(scalars())}
+m.a, m.ttl, m.la, m.x = ARGV[2], ttl, now, x
+local score = index_score(m, x, ttl)
+redis.call('HSET', KEYS[1], 'u', m.u, 'a', m.a, 'st', ARGV[3], 'r', m.r, 'n', m.n, 'ls', m.ls, 'lt', m.lt,
+  'ttl', ttl, 'c', m.c, 'la', now, 'x', x, 'ix', m.ix)
+redis.call('PEXPIRE', KEYS[1], ttl)
+return reply(m, created, score)
 `)
 
 // setStateScript is the compare-and-set of a state under an expected revision.
-// KEYS: meta, list. ARGV: user, expected_rev, state.
+// KEYS: session. ARGV: user, expected_rev, state.
 var setStateScript = goredis.NewScript(prelude + `
 local now = now_us()
-local m = live(ARGV[1], now, 'r', 'ttl', 'ix')
+local m = record(ARGV[1], now)
 if not m then return {'nf'} end
-if m[3] ~= ARGV[2] then return {'stale', m[3]} end
-local ttl = tonumber(m[4])
+if m.r ~= ARGV[2] then return {'stale', m.r} end
+local ttl = tonumber(m.ttl)
 local x = now + ttl * 1000
-redis.call('HSET', KEYS[1], 'st', ARGV[3], 'r', fmt(tonumber(m[3]) + 1), 'la', fmt(now), 'x', fmt(x))
-expire_at(x)
-return {'ok', 0, index_score(m[5], x, ttl), unpack(scalars())}
+m.r, m.la, m.x = tonumber(m.r) + 1, now, x
+local score = index_score(m, x, ttl)
+redis.call('HSET', KEYS[1], 'st', ARGV[3], 'r', m.r, 'la', now, 'x', x, 'ix', m.ix)
+redis.call('PEXPIRE', KEYS[1], ttl)
+return reply(m, 0, score)
 `)
 
-// appendScript pushes messages and trims the oldest beyond the cap, atomically.
-// KEYS: meta, list. ARGV: user, cap, message JSON...
+// appendScript adds messages and drops the oldest beyond the cap, atomically.
+// KEYS: session. ARGV: user, cap, message JSON...
 // Returns {"nf"} | {"ok", trimmed, count, first_seq, first_us, expiry_us, index_score}.
 var appendScript = goredis.NewScript(prelude + `
 local now = now_us()
-local m = live(ARGV[1], now, 'ttl', 'ls', 'lt', 'ix')
+local m = record(ARGV[1], now)
 if not m then return {'nf'} end
-local ttl, ls, lt = tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
+local ttl, ls, lt, count = tonumber(m.ttl), tonumber(m.ls), tonumber(m.lt), tonumber(m.n)
 -- times strictly increase within a session even if the clock steps back
 local t0 = math.max(now, lt + 1)
 local n = #ARGV - 2
-local elems = {}
-for i = 1, n do
-  elems[i] = fmt(ls + i) .. '|' .. fmt(t0 + i - 1) .. '|' .. ARGV[i + 2]
-end
-local len = redis.call('RPUSH', KEYS[2], unpack(elems))
-local cap = tonumber(ARGV[2])
-local trimmed = 0
-if len > cap then
-  trimmed = len - cap
-  redis.call('LTRIM', KEYS[2], trimmed, -1)
-end
 local x = now + ttl * 1000
-redis.call('HSET', KEYS[1], 'n', fmt(len - trimmed), 'ls', fmt(ls + n), 'lt', fmt(t0 + n - 1), 'la', fmt(now), 'x', fmt(x))
-expire_at(x)
-return {'ok', trimmed, len - trimmed, fmt(ls + 1), fmt(t0), fmt(x), index_score(m[6], x, ttl)}
+local score = index_score(m, x, ttl)
+local cap = tonumber(ARGV[2])
+local trimmed = math.max(count + n - cap, 0)
+local args = {'n', count + n - trimmed, 'ls', ls + n, 'lt', t0 + n - 1, 'la', now, 'x', x, 'ix', m.ix}
+for i = 1, n do
+  args[#args + 1] = '#' .. fmt(ls + i)
+  args[#args + 1] = fmt(ls + i) .. '|' .. fmt(t0 + i - 1) .. '|' .. ARGV[i + 2]
+end
+redis.call('HSET', KEYS[1], unpack(args))
+if trimmed > 0 then
+  -- the oldest live seqs; new ones past the cap in a large batch go too
+  local old = {}
+  local first = ls - count + 1
+  for s = first, first + trimmed - 1 do old[#old + 1] = '#' .. fmt(s) end
+  redis.call('HDEL', KEYS[1], unpack(old))
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {'ok', trimmed, count + n - trimmed, ls + 1, t0, x, score}
 `)
 
 // messagesScript returns the newest messages matching the filter, newest first.
-// KEYS: meta, list. ARGV: user, limit, since_us, after_seq.
+// KEYS: session. ARGV: user, limit, since_us, after_seq.
 var messagesScript = goredis.NewScript(prelude + `
-local m = live(ARGV[1], now_us())
+local m = record(ARGV[1], now_us())
 if not m then return {'nf'} end
 local limit, since, after = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local out = {'ok'}
-local hi = redis.call('LLEN', KEYS[2]) - 1
-local step = math.min(limit, 128)
-while hi >= 0 do
-  local lo = math.max(0, hi - step + 1)
-  local chunk = redis.call('LRANGE', KEYS[2], lo, hi)
-  for i = #chunk, 1, -1 do
-    local e = chunk[i]
+local ls, n = tonumber(m.ls), tonumber(m.n)
+local lo = math.max(ls - n + 1, after + 1, ls - limit + 1)
+if since > 0 and lo <= ls then
+  -- times grow with seq: find the first seq created after since
+  local a, b = lo, ls + 1
+  while a < b do
+    local mid = math.floor((a + b) / 2)
+    local e = redis.call('HGET', KEYS[1], '#' .. fmt(mid))
     local p1 = string.find(e, '|', 1, true)
     local p2 = string.find(e, '|', p1 + 1, true)
-    if tonumber(string.sub(e, 1, p1 - 1)) <= after or tonumber(string.sub(e, p1 + 1, p2 - 1)) <= since then
-      return out
-    end
-    out[#out + 1] = e
-    if #out > limit then return out end
+    if tonumber(string.sub(e, p1 + 1, p2 - 1)) > since then b = mid else a = mid + 1 end
   end
-  hi = lo - 1
+  lo = a
 end
+local out = {'ok'}
+if lo > ls then return out end
+local fields = {}
+for s = ls, lo, -1 do fields[#fields + 1] = '#' .. fmt(s) end
+local vals = redis.call('HMGET', KEYS[1], unpack(fields))
+for i = 1, #vals do out[i + 1] = vals[i] end
 return out
 `)
 
 // summaryScript sets the summary slot.
-// KEYS: meta, list. ARGV: user, summary JSON.
+// KEYS: session. ARGV: user, summary JSON.
 var summaryScript = goredis.NewScript(prelude + `
 local now = now_us()
-local m = live(ARGV[1], now, 'ttl', 'ix')
+local m = record(ARGV[1], now)
 if not m then return {'nf'} end
-local ttl = tonumber(m[3])
+local ttl = tonumber(m.ttl)
 local x = now + ttl * 1000
-redis.call('HSET', KEYS[1], 'sm', ARGV[2], 'su', fmt(now), 'la', fmt(now), 'x', fmt(x))
-expire_at(x)
-local out = {'ok', 0, index_score(m[4], x, ttl), unpack(scalars())}
+m.sm, m.su, m.la, m.x = ARGV[2], now, now, x
+local score = index_score(m, x, ttl)
+redis.call('HSET', KEYS[1], 'sm', ARGV[2], 'su', now, 'la', now, 'x', x, 'ix', m.ix)
+redis.call('PEXPIRE', KEYS[1], ttl)
+local out = reply(m, 0, score)
 out[#out + 1] = redis.call('HGET', KEYS[1], 'st')
 return out
 `)
 
-// deleteScript closes a session: returns its record and deletes both keys.
-// KEYS: meta, list. ARGV: user.
+// deleteScript closes a session: returns its record and state, deletes the key.
+// KEYS: session. ARGV: user.
 var deleteScript = goredis.NewScript(prelude + `
-local m = live(ARGV[1], now_us())
+local m = record(ARGV[1], now_us())
 if not m then return {'nf'} end
-local all = redis.call('HGETALL', KEYS[1])
-redis.call('DEL', KEYS[1], KEYS[2])
-return {'ok', all}
+local out = reply(m, 0, 0)
+out[#out + 1] = redis.call('HGET', KEYS[1], 'st')
+redis.call('DEL', KEYS[1])
+return out
 `)
 
 // indexScript raises a member's score in the user index and keeps the index
@@ -177,5 +198,11 @@ local cur = redis.call('PEXPIRETIME', KEYS[1])
 if cur < 0 or cur < tonumber(ARGV[1]) then redis.call('PEXPIREAT', KEYS[1], ARGV[1]) end
 return 1
 `)
+
+// recordFields mirrors RECORD in the prelude.
+var recordFields = []string{"u", "x", "a", "r", "sm", "su", "n", "ls", "lt", "ttl", "c", "la", "ix"}
+
+// getFields are what Get reads: the record and the state, never the messages.
+var getFields = append(append([]string(nil), recordFields...), "st")
 
 var allScripts = []*goredis.Script{putScript, setStateScript, appendScript, messagesScript, summaryScript, deleteScript, indexScript}

@@ -113,9 +113,14 @@ func (s *Store) loadScripts(ctx context.Context) error {
 // percent-encoded, so distinct (tenant, session) pairs never share a key.
 var esc = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D")
 
+// sessionKey is the one key of a session; its hash tag keeps it, and any
+// key ever added beside it, in one cluster slot.
+func (s *Store) sessionKey(tenantID, sessionID string) string {
+	return s.prefix + "{t:" + esc.Replace(tenantID) + ":s:" + esc.Replace(sessionID) + "}"
+}
+
 func (s *Store) sessionKeys(tenantID, sessionID string) []string {
-	tag := s.prefix + "{t:" + esc.Replace(tenantID) + ":s:" + esc.Replace(sessionID) + "}"
-	return []string{tag + ":m", tag + ":l"}
+	return []string{s.sessionKey(tenantID, sessionID)}
 }
 
 func (s *Store) indexKey(tenantID, userID string) string {
@@ -143,9 +148,6 @@ func str(v any) string {
 	s, _ := v.(string)
 	return s
 }
-
-// scalarFields mirrors SCALARS in the Lua prelude.
-var scalarFields = []string{"u", "a", "r", "sm", "su", "n", "ls", "ttl", "c", "la", "x"}
 
 // fromFields builds a session from hash fields (state excluded unless present).
 func fromFields(tenantID, sessionID string, f map[string]string) (session.Session, error) {
@@ -198,15 +200,26 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args
 	return result{}, fmt.Errorf("unexpected script status %v", vals[0])
 }
 
-// sessionFromReply reads {"ok", flag, index_score, scalars...}.
+// sessionFromReply reads {"ok", flag, index_score, record..., [state]}.
 func sessionFromReply(tenantID, sessionID string, vals []any) (session.Session, error) {
-	f := make(map[string]string, len(scalarFields))
-	for i, name := range scalarFields {
+	f := make(map[string]string, len(recordFields)+1)
+	for i, name := range recordFields {
 		if 3+i < len(vals) && vals[3+i] != nil {
-			f[name] = str(vals[3+i])
+			f[name] = fieldString(vals[3+i])
 		}
 	}
+	if i := 3 + len(recordFields); i < len(vals) && vals[i] != nil {
+		f["st"] = fieldString(vals[i])
+	}
 	return fromFields(tenantID, sessionID, f)
+}
+
+// fieldString reads a reply value that Lua may have sent as a number.
+func fieldString(v any) string {
+	if n, ok := v.(int64); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	return str(v)
 }
 
 // refreshIndex records in the user index a score the script asked for (0:
@@ -217,7 +230,7 @@ func (s *Store) refreshIndex(ctx context.Context, tenantID, sessionID, userID st
 		return
 	}
 	if err := indexScript.Run(ctx, s.c, []string{s.indexKey(tenantID, userID)}, score, sessionID).Err(); err != nil {
-		_ = s.c.HSet(ctx, s.sessionKeys(tenantID, sessionID)[0], "ix", "0").Err()
+		_ = s.c.HSet(ctx, s.sessionKey(tenantID, sessionID), "ix", "0").Err()
 	}
 }
 
@@ -237,13 +250,20 @@ func (s *Store) Put(ctx context.Context, p session.PutParams) (session.Session, 
 	return ss, atoi(r.vals[1]) == 1, nil
 }
 
-// Get implements session.Store: one HGETALL. Expiry is Redis's own.
+// Get implements session.Store: one HMGET of the record and the state (the
+// messages stay on the server). Expiry is Redis's own.
 func (s *Store) Get(ctx context.Context, tenantID, sessionID, userID string) (session.Session, error) {
-	f, err := s.c.HGetAll(ctx, s.sessionKeys(tenantID, sessionID)[0]).Result()
+	vals, err := s.c.HMGet(ctx, s.sessionKey(tenantID, sessionID), getFields...).Result()
 	if err != nil {
 		return session.Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
 	}
-	if len(f) == 0 || f["u"] != userID {
+	f := make(map[string]string, len(getFields))
+	for i, name := range getFields {
+		if vals[i] != nil {
+			f[name] = str(vals[i])
+		}
+	}
+	if f["u"] == "" || f["u"] != userID {
 		return session.Session{}, fmt.Errorf("get session %s: %w", sessionID, session.ErrNotFound)
 	}
 	ss, err := fromFields(tenantID, sessionID, f)
@@ -370,9 +390,6 @@ func (s *Store) SetSummary(ctx context.Context, tenantID, sessionID, userID stri
 	if err != nil {
 		return session.Session{}, fmt.Errorf("set summary of session %s: %w", sessionID, err)
 	}
-	if i := 3 + len(scalarFields); i < len(r.vals) {
-		ss.State = json.RawMessage(str(r.vals[i]))
-	}
 	return ss, nil
 }
 
@@ -402,15 +419,10 @@ func (s *Store) Delete(ctx context.Context, tenantID, sessionID, userID string) 
 			return session.Session{}, fmt.Errorf("close session %s: %w", sessionID, err)
 		}
 		vals, _ := cmd.Val().([]any)
-		if len(vals) < 2 || str(vals[0]) != "ok" {
+		if len(vals) < 3 || str(vals[0]) != "ok" {
 			return session.Session{}, fmt.Errorf("close session %s: %w", sessionID, session.ErrNotFound)
 		}
-		flat, _ := vals[1].([]any)
-		f := make(map[string]string, len(flat)/2)
-		for i := 0; i+1 < len(flat); i += 2 {
-			f[str(flat[i])] = str(flat[i+1])
-		}
-		ss, err := fromFields(tenantID, sessionID, f)
+		ss, err := sessionFromReply(tenantID, sessionID, vals)
 		if err != nil {
 			return session.Session{}, fmt.Errorf("close session %s: %w", sessionID, err)
 		}
@@ -430,11 +442,11 @@ func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, limit i
 	if err != nil {
 		return nil, fmt.Errorf("list sessions of user: %w", err)
 	}
-	cmds := make([]*goredis.MapStringStringCmd, len(ids))
+	cmds := make([]*goredis.SliceCmd, len(ids))
 	if len(ids) > 0 {
 		_, err = s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, id := range ids {
-				cmds[i] = p.HGetAll(ctx, s.sessionKeys(tenantID, id)[0])
+				cmds[i] = p.HMGet(ctx, s.sessionKey(tenantID, id), getFields...)
 			}
 			return nil
 		})
@@ -447,8 +459,13 @@ func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, limit i
 		stale []any
 	)
 	for i, id := range ids {
-		f := cmds[i].Val()
-		if len(f) == 0 || f["u"] != userID {
+		f := make(map[string]string, len(getFields))
+		for j, v := range cmds[i].Val() {
+			if v != nil {
+				f[getFields[j]] = str(v)
+			}
+		}
+		if f["u"] != userID {
 			stale = append(stale, id)
 			continue
 		}

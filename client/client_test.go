@@ -1,0 +1,169 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/server"
+)
+
+// newServer serves a real engine on embedded SQLite under a path prefix,
+// the way a reverse proxy might mount it.
+func newServer(t *testing.T, prefix string) *httptest.Server {
+	t.Helper()
+	eng, err := memento.Open(context.Background(), memento.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	srv, err := server.New(server.Options{Engine: eng, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = srv
+	if prefix != "" {
+		mux := http.NewServeMux()
+		mux.Handle(prefix+"/", http.StripPrefix(prefix, srv))
+		h = mux
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func TestClientAgainstServer(t *testing.T) {
+	hs := newServer(t, "/memento")
+	c, err := client.New(hs.URL + "/memento/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Ready(ctx); err != nil {
+		t.Fatalf("ready under a prefix: %v", err)
+	}
+	// An id that needs escaping in a path still round-trips.
+	id := "order:42@eu"
+	r, created, err := c.CreateRun(ctx, run.CreateRequest{RunID: id, WorkflowName: "w", State: json.RawMessage(`{"a":1}`)}, client.IdempotencyKey("idem-1"))
+	if err != nil || !created || r.RunID != id {
+		t.Fatalf("create: %+v %v %v", r, created, err)
+	}
+	r2, created, err := c.CreateRun(ctx, run.CreateRequest{RunID: id, WorkflowName: "w", State: json.RawMessage(`{"a":1}`)}, client.IdempotencyKey("idem-1"))
+	if err != nil || created || r2.RunID != id {
+		t.Fatalf("idempotent replay: %+v created=%v %v", r2, created, err)
+	}
+	if got, err := c.GetRun(ctx, id); err != nil || got.RunID != id {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	if _, changed, err := c.GetRunIfChanged(ctx, id, 1); err != nil || changed {
+		t.Fatalf("unchanged run: changed=%v %v", changed, err)
+	}
+
+	l, err := c.AcquireLease(ctx, id, "w1", time.Minute)
+	if err != nil || l.Epoch != 1 {
+		t.Fatalf("lease: %+v %v", l, err)
+	}
+	if l2, err := c.RenewLease(ctx, id, l, 2*time.Minute); err != nil || l2.Epoch != 1 || !l2.ExpiresAt.After(l.ExpiresAt) {
+		t.Fatalf("renew: %+v %v", l2, err)
+	}
+	req := run.CommitRequest{ExpectedRevision: 1, Lease: l, Event: run.EventInput{EventType: "a"}, State: json.RawMessage(`{"a":2}`)}
+	res, err := c.Commit(ctx, id, req)
+	if err != nil || res.Run.StateRevision != 2 || res.Event.Seq != 2 {
+		t.Fatalf("commit: %+v %v", res, err)
+	}
+	if _, changed, err := c.GetRunIfChanged(ctx, id, 1); err != nil || !changed {
+		t.Fatalf("changed run: changed=%v %v", changed, err)
+	}
+
+	// Typed errors: As, Is with the domain sentinel and with an *Error of the same kind.
+	_, err = c.Commit(ctx, id, req)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != http.StatusConflict || ce.Kind() != client.KindRevisionConflict || ce.RequestID == "" {
+		t.Fatalf("stale commit: %#v", err)
+	}
+	if !errors.Is(err, run.ErrRevisionConflict) || errors.Is(err, run.ErrLeaseLost) || !errors.Is(err, &client.Error{Type: client.ProblemTypeBase + client.KindRevisionConflict}) {
+		t.Fatalf("errors.Is on %v", err)
+	}
+	if !strings.Contains(err.Error(), "409 revision-conflict") {
+		t.Fatalf("error text: %v", err)
+	}
+	// If-Match the client sends must agree with the body; a caller override that disagrees is 412.
+	req.ExpectedRevision = 2
+	_, err = c.Commit(ctx, id, req, client.Header("If-Match", `"1"`))
+	if client.KindOf(err) != client.KindPreconditionFailed || client.StatusOf(err) != http.StatusPreconditionFailed {
+		t.Fatalf("disagreeing If-Match: %v", err)
+	}
+	if _, err := c.GetRun(ctx, "missing"); !errors.Is(err, run.ErrNotFound) || client.KindOf(err) != client.KindRunNotFound {
+		t.Fatalf("missing run: %v", err)
+	}
+	if client.KindOf(errors.New("plain")) != "" || client.StatusOf(nil) != 0 {
+		t.Fatal("KindOf/StatusOf of a non-server error")
+	}
+
+	// The iterator pages and stops when asked.
+	for i := range 5 {
+		if _, _, err := c.CreateRun(ctx, run.CreateRequest{RunID: "it-" + string(rune('a'+i)), WorkflowName: "it"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for r, err := range c.Runs(ctx, client.ListRunsOptions{Workflow: "it", Limit: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.RunID)
+	}
+	if strings.Join(ids, ",") != "it-a,it-b,it-c,it-d,it-e" {
+		t.Fatalf("iterated %v", ids)
+	}
+	n := 0
+	for range c.Runs(ctx, client.ListRunsOptions{Workflow: "it", Limit: 2}) {
+		n++
+		if n == 3 {
+			break
+		}
+	}
+	if n != 3 {
+		t.Fatalf("early stop: %d", n)
+	}
+	for _, err := range c.Runs(ctx, client.ListRunsOptions{Status: "bogus"}) {
+		if client.KindOf(err) != client.KindInvalidRequest {
+			t.Fatalf("iterator error: %v", err)
+		}
+	}
+	if err := c.ReleaseLease(ctx, id, l); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+}
+
+func TestNewRejectsBadURLs(t *testing.T) {
+	for _, u := range []string{"", "127.0.0.1:7700", "ftp://x", "http://", "::"} {
+		if _, err := client.New(u); err == nil {
+			t.Errorf("New(%q) accepted", u)
+		}
+	}
+}
+
+// TestNonProblemError: a proxy's plain-text error still becomes an *Error.
+func TestNonProblemError(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "bad gateway from the proxy", http.StatusBadGateway)
+	}))
+	defer hs.Close()
+	c, _ := client.New(hs.URL)
+	_, err := c.GetRun(context.Background(), "x")
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != http.StatusBadGateway || ce.Kind() != "" || !strings.Contains(ce.Detail, "proxy") {
+		t.Fatalf("plain error: %#v", err)
+	}
+}

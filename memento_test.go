@@ -1,0 +1,150 @@
+package memento_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/run"
+)
+
+func testPostgresURL() string {
+	if u := os.Getenv("MEMENTO_TEST_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+// postgresSchema makes a schema of the test's own, dropped at cleanup, and
+// returns a URL whose connections use it.
+func postgresSchema(t *testing.T) string {
+	t.Helper()
+	base := testPostgresURL()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("PostgreSQL is required and unreachable at %s (set MEMENTO_TEST_POSTGRES_URL): %v", base, err)
+	}
+	defer func() { _ = admin.Close(context.Background()) }()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	schema := "memento_t_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer func() { _ = c.Close(context.Background()) }()
+		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestOpenBackends: the engine wires runs to the backend the config names,
+// is ready, keeps data across a reopen, and closes cleanly.
+func TestOpenBackends(t *testing.T) {
+	ctx := context.Background()
+	for _, backend := range []memento.Backend{memento.BackendSQLite, memento.BackendPostgres} {
+		t.Run(string(backend), func(t *testing.T) {
+			cfg := memento.Config{DataDir: filepath.Join(t.TempDir(), "data"), MaxStateBytes: 64}
+			if backend == memento.BackendPostgres {
+				cfg.PostgresURL = postgresSchema(t)
+			}
+			eng, err := memento.Open(ctx, cfg)
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			if eng.Backend() != backend {
+				t.Fatalf("backend %q, want %q", eng.Backend(), backend)
+			}
+			if err := eng.Ready(ctx); err != nil {
+				t.Fatalf("ready: %v", err)
+			}
+			if _, _, err := eng.Runs.Create(ctx, "t1", run.CreateRequest{RunID: "r1", WorkflowName: "w"}, ""); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			// The configured state limit reaches the run service.
+			big := json.RawMessage(`{"x":"` + strings.Repeat("y", 100) + `"}`)
+			if _, _, err := eng.Runs.Create(ctx, "t1", run.CreateRequest{RunID: "r2", WorkflowName: "w", State: big}, ""); err == nil {
+				t.Fatal("state over MaxStateBytes accepted")
+			}
+			if err := eng.Close(); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			if err := eng.Ready(ctx); err == nil {
+				t.Fatal("ready after close")
+			}
+			again, err := memento.Open(ctx, cfg)
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			defer again.Close()
+			if r, err := again.Runs.Get(ctx, "t1", "r1"); err != nil || r.StateRevision != 1 {
+				t.Fatalf("run after reopen: %+v %v", r, err)
+			}
+		})
+	}
+}
+
+func TestOpenDefaults(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	eng, err := memento.Open(context.Background(), memento.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if got := eng.Config(); got.DataDir != memento.DefaultDataDir || got.MaxStateBytes != run.DefaultMaxStateBytes {
+		t.Fatalf("defaults: %+v", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "memento-data")); err != nil {
+		t.Fatalf("default data directory: %v", err)
+	}
+}
+
+func TestOpenFailsCleanly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Nothing listens on port 1: the error names PostgreSQL.
+	_, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), PostgresURL: "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2"})
+	if err == nil || !strings.Contains(err.Error(), "postgres") {
+		t.Fatalf("unreachable postgres: %v", err)
+	}
+	if _, err := memento.Open(ctx, memento.Config{MaxStateBytes: -1}); err == nil {
+		t.Fatal("negative MaxStateBytes accepted")
+	}
+	// A data directory that is a file cannot hold the database.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := memento.Open(ctx, memento.Config{DataDir: file}); err == nil || !strings.Contains(err.Error(), "sqlite") {
+		t.Fatalf("data dir is a file: %v", err)
+	}
+}

@@ -1,0 +1,154 @@
+package resume_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mementohq/memento/resume"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/sqlite"
+	"github.com/mementohq/memento/toolop"
+)
+
+type fixture struct {
+	db   *sqlite.DB
+	runs *run.Service
+	ops  *toolop.Service
+	v    *resume.Verifier
+}
+
+func setup(t *testing.T) fixture {
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memento.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	f := fixture{db: db, runs: run.NewService(db, run.Options{}), ops: toolop.NewService(db, nil)}
+	f.v = &resume.Verifier{Runs: f.runs, Ops: f.ops}
+	return f
+}
+
+// newRun makes a run with one committed step and a control object, leaves it
+// with no lease, and returns it.
+func (f fixture) newRun(t *testing.T, id string, ctl toolop.Control) run.Run {
+	t.Helper()
+	ctx := context.Background()
+	state, _ := toolop.WriteControl(json.RawMessage(`{"a":1}`), ctl)
+	r, _, err := f.runs.Create(ctx, "t1", run.CreateRequest{RunID: id, WorkflowName: "wf", WorkflowVersion: "1", State: state, NextStep: "s1"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := f.runs.AcquireLease(ctx, "t1", id, "w0", 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]any{"spend": ctl.Spent})
+	r, _, err = f.runs.Commit(ctx, "t1", id, run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: state, NextStep: "s2",
+		Event: run.EventInput{EventType: "step.completed", StepID: "s1", Payload: payload}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.runs.ReleaseLease(ctx, "t1", id, l); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (f fixture) resume(id string) (resume.Result, error) {
+	return f.v.Resume(context.Background(), resume.Request{TenantID: "t1", RunID: id, Owner: "w1", LeaseTTL: time.Minute})
+}
+
+func expectRefused(t *testing.T, f fixture, id, check, detail string) {
+	t.Helper()
+	res, err := f.resume(id)
+	if !errors.Is(err, resume.ErrRefused) || res.FailedCheck != check || !strings.Contains(res.Reason, detail) {
+		t.Fatalf("resume %s: err %v, failed %q, reason %q; want %s refusing with %q", id, err, res.FailedCheck, res.Reason, check, detail)
+	}
+	r, _ := f.runs.Get(context.Background(), "t1", id)
+	if r.Status != run.StatusSuspended || r.StatusReason != res.Reason || r.LeaseOwner != "" {
+		t.Fatalf("after refusal: %s %q lease %q", r.Status, r.StatusReason, r.LeaseOwner)
+	}
+}
+
+func TestResumePasses(t *testing.T) {
+	f := setup(t)
+	f.newRun(t, "ok", toolop.Control{Budget: toolop.Budget{MaxSteps: 5}, Spent: toolop.Spend{Steps: 1}})
+	res, err := f.resume("ok")
+	if err != nil || res.Refused || res.Run.Status != run.StatusRunning || res.Lease.Owner != "w1" {
+		t.Fatalf("resume: %+v %v", res, err)
+	}
+	if len(res.Checks) != 10 || res.Checks[9].Name != resume.CheckBudgets || !strings.Contains(res.Checks[9].Detail, "remaining steps 4") {
+		t.Fatalf("checks: %+v", res.Checks)
+	}
+	evs, _ := f.runs.Events(context.Background(), "t1", "ok", 0, 100)
+	if last := evs[len(evs)-1]; last.EventType != resume.EventVerified {
+		t.Fatalf("last event %s", last.EventType)
+	}
+	// Another owner now finds the lease held: 409 material, nothing changes.
+	if _, err := f.v.Resume(context.Background(), resume.Request{TenantID: "t1", RunID: "ok", Owner: "w2", LeaseTTL: time.Minute}); !errors.Is(err, run.ErrLeaseHeld) {
+		t.Fatalf("second resume: %v", err)
+	}
+	// Another tenant does not see the run at all.
+	if _, err := f.v.Resume(context.Background(), resume.Request{TenantID: "t2", RunID: "ok", Owner: "w2", LeaseTTL: time.Minute}); !errors.Is(err, run.ErrNotFound) {
+		t.Fatalf("other tenant: %v", err)
+	}
+}
+
+func TestResumeRevisionCheck(t *testing.T) {
+	f := setup(t)
+	r := f.newRun(t, "rev", toolop.Control{})
+	_, err := f.v.Resume(context.Background(), resume.Request{TenantID: "t1", RunID: "rev", Owner: "w1", LeaseTTL: time.Minute, ExpectedRevision: r.StateRevision - 1})
+	if !errors.Is(err, run.ErrRevisionConflict) {
+		t.Fatalf("stale expected revision: %v", err)
+	}
+	got, _ := f.runs.Get(context.Background(), "t1", "rev")
+	if got.StateRevision != r.StateRevision || got.LeaseOwner != "" {
+		t.Fatalf("run changed by a refused resume: %+v", got)
+	}
+}
+
+// The materialized state no longer matches the last event's snapshot.
+func TestResumeRefusesDivergedState(t *testing.T) {
+	f := setup(t)
+	f.newRun(t, "div", toolop.Control{})
+	if _, err := f.db.SQL().Exec(`UPDATE runs SET state = '{"a":2}' WHERE tenant_id = 't1' AND run_id = 'div'`); err != nil {
+		t.Fatal(err)
+	}
+	expectRefused(t, f, "div", resume.CheckEvents, "differs from the snapshot")
+}
+
+func TestResumeRefusesBudgetMismatch(t *testing.T) {
+	f := setup(t)
+	// The state claims less spend than the log recorded.
+	r := f.newRun(t, "budget", toolop.Control{Budget: toolop.Budget{MaxTokens: 100}, Spent: toolop.Spend{Tokens: 10}})
+	ctx := context.Background()
+	l, _ := f.runs.AcquireLease(ctx, "t1", "budget", "w0", 0, time.Minute)
+	state, _ := toolop.WriteControl(r.State, toolop.Control{Budget: toolop.Budget{MaxTokens: 100}, Spent: toolop.Spend{Tokens: 10}})
+	if _, _, err := f.runs.Commit(ctx, "t1", "budget", run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: state, NextStep: "s3",
+		Event: run.EventInput{EventType: "step.completed", StepID: "s2", Payload: json.RawMessage(`{"spend":{"tokens":50}}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.runs.ReleaseLease(ctx, "t1", "budget", l)
+	expectRefused(t, f, "budget", resume.CheckBudgets, "differs from the log")
+}
+
+func TestResumeRefusesArtifactsAndContracts(t *testing.T) {
+	f := setup(t)
+	f.newRun(t, "art", toolop.Control{Artifacts: []toolop.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
+	expectRefused(t, f, "art", resume.CheckArtifacts, "no resolver")
+	f.v.Artifacts = func(ctx context.Context, uri string) (string, error) { return "sha256:2", nil }
+	f.newRun(t, "art2", toolop.Control{Artifacts: []toolop.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
+	expectRefused(t, f, "art2", resume.CheckArtifacts, "changed")
+	f.v.Artifacts = func(ctx context.Context, uri string) (string, error) { return "sha256:1", nil }
+	_ = f.ops.RegisterTool(toolop.Tool{Name: "pay", ContractVersion: "v2"})
+	f.newRun(t, "tool", toolop.Control{Artifacts: []toolop.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}, Tools: map[string]string{"pay": "v1"}})
+	expectRefused(t, f, "tool", resume.CheckToolContracts, "contract is v2")
+	f.v.Workflows = func(name, version string) (bool, error) { return true, errors.New("this code runs v2") }
+	f.newRun(t, "wfv", toolop.Control{})
+	expectRefused(t, f, "wfv", resume.CheckWorkflow, "this code runs v2")
+}

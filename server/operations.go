@@ -1,0 +1,322 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/mementohq/memento/resume"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/toolop"
+)
+
+// Problem kinds of the operation ledger, approvals and resume.
+const (
+	KindOperationNotFound    = "operation-not-found"
+	KindDigestMismatch       = "digest-mismatch"
+	KindOperationTransition  = "invalid-operation-transition"
+	KindApprovalNotFound     = "approval-not-found"
+	KindApprovalExists       = "approval-exists"
+	KindApprovalDecided      = "approval-decided"
+	KindApprovalExpired      = "approval-expired"
+	KindResumeRefused        = "resume-refused"
+	KindOperationUnsupported = "unsupported-operation-transition"
+)
+
+var operationKinds = map[string]problemKind{
+	KindOperationNotFound:    {http.StatusNotFound, "Operation not found"},
+	KindDigestMismatch:       {http.StatusConflict, "Operation id reused with a different request digest"},
+	KindOperationTransition:  {http.StatusConflict, "Operation status transition not allowed"},
+	KindApprovalNotFound:     {http.StatusNotFound, "Approval not found"},
+	KindApprovalExists:       {http.StatusConflict, "Approval id reused with a different request"},
+	KindApprovalDecided:      {http.StatusConflict, "Approval already decided"},
+	KindApprovalExpired:      {http.StatusConflict, "Approval expired"},
+	KindResumeRefused:        {http.StatusUnprocessableEntity, "Resume refused by a verification check"},
+	KindOperationUnsupported: {http.StatusNotFound, "No such operation transition"},
+}
+
+var operationSentinels = []sentinel{
+	{toolop.ErrNotFound, KindOperationNotFound, 0},
+	{toolop.ErrDigestMismatch, KindDigestMismatch, 0},
+	{toolop.ErrInvalidTransition, KindOperationTransition, 0},
+	{toolop.ErrInvalidInput, KindInvalidRequest, http.StatusUnprocessableEntity},
+	{toolop.ErrApprovalNotFound, KindApprovalNotFound, 0},
+	{toolop.ErrApprovalExists, KindApprovalExists, 0},
+	{toolop.ErrApprovalDecided, KindApprovalDecided, 0},
+	{toolop.ErrApprovalExpired, KindApprovalExpired, 0},
+}
+
+func (s *Server) operationRoutes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/resume", Handler: s.resumeRun},
+		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/operations", Handler: s.prepareOperation},
+		{Method: http.MethodGet, Path: "/v1/runs/{run_id}/operations", Handler: s.listOperations},
+		{Method: http.MethodGet, Path: "/v1/operations/{operation_id}", Handler: s.getOperation},
+		{Method: http.MethodPost, Path: "/v1/operations/{operation_id}/{transition}", Handler: s.transitionOperation},
+		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/approvals", Handler: s.requestApproval},
+		{Method: http.MethodGet, Path: "/v1/runs/{run_id}/approvals", Handler: s.listApprovals},
+		{Method: http.MethodGet, Path: "/v1/approvals/{approval_id}", Handler: s.getApproval},
+		{Method: http.MethodPost, Path: "/v1/approvals/{approval_id}/decision", Handler: s.decideApproval, Role: RoleAdmin},
+	}
+}
+
+// ResumeRequest asks to verify a run and take its lease.
+type ResumeRequest struct {
+	Owner            string `json:"owner"`
+	TTLMs            int64  `json:"ttl_ms,omitempty"`
+	ExpectedRevision int64  `json:"expected_revision,omitempty"`
+}
+
+// resumeRefusal is the 422 body: a problem with the checks that ran.
+type resumeRefusal struct {
+	Problem
+	FailedCheck string         `json:"failed_check"`
+	Checks      []resume.Check `json:"checks"`
+	Run         run.Run        `json:"run"`
+}
+
+func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
+	var req ResumeRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	ttl := DefaultLeaseTTL
+	if req.TTLMs != 0 {
+		if req.TTLMs < run.MinLeaseTTL.Milliseconds() || req.TTLMs > run.MaxLeaseTTL.Milliseconds() {
+			return &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity,
+				detail: "ttl_ms must be between " + strconv.FormatInt(run.MinLeaseTTL.Milliseconds(), 10) + " and " + strconv.FormatInt(run.MaxLeaseTTL.Milliseconds(), 10)}
+		}
+		ttl = time.Duration(req.TTLMs) * time.Millisecond
+	}
+	if err := run.ValidID("owner", req.Owner); err != nil {
+		return err
+	}
+	v := &resume.Verifier{Runs: s.eng.Runs, Ops: s.eng.Ops}
+	res, err := v.Resume(r.Context(), resume.Request{TenantID: tenant(r), RunID: runID(r), Owner: req.Owner, LeaseTTL: ttl, ExpectedRevision: req.ExpectedRevision})
+	if errors.Is(err, resume.ErrRefused) {
+		ri := infoOf(r)
+		k := kinds[KindResumeRefused]
+		ri.problem = KindResumeRefused
+		body := resumeRefusal{
+			Problem:     Problem{Type: ProblemTypeBase + KindResumeRefused, Title: k.title, Status: k.status, Detail: res.Reason, Instance: r.URL.Path, RequestID: ri.id},
+			FailedCheck: res.FailedCheck, Checks: res.Checks, Run: res.Run,
+		}
+		b, _ := json.Marshal(body)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(k.status)
+		_, _ = w.Write(append(b, '\n'))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", revisionETag(res.Run.StateRevision))
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// PrepareOperationRequest prepares an operation of a run once. Without an
+// operation_id, one is derived from the run id and business_key.
+type PrepareOperationRequest struct {
+	OperationID   string `json:"operation_id,omitempty"`
+	BusinessKey   string `json:"business_key,omitempty"`
+	StepID        string `json:"step_id"`
+	ToolName      string `json:"tool_name"`
+	RequestDigest string `json:"request_digest"`
+}
+
+func operationLocation(id string) string { return "/v1/operations/" + url.PathEscape(id) }
+
+func (s *Server) prepareOperation(w http.ResponseWriter, r *http.Request) error {
+	var req PrepareOperationRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	rn, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r))
+	if err != nil {
+		return err
+	}
+	if rn.Status.Terminal() {
+		return &apiError{kind: KindRunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; it takes no new operations"}
+	}
+	if req.OperationID == "" {
+		if req.BusinessKey == "" {
+			return &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity, detail: "name operation_id or business_key"}
+		}
+		req.OperationID = toolop.OperationID(rn.RunID, req.BusinessKey)
+	}
+	op, created, err := s.eng.Ops.Prepare(r.Context(), tenant(r), toolop.PrepareRequest{
+		OperationID: req.OperationID, RunID: rn.RunID, StepID: req.StepID, ToolName: req.ToolName, RequestDigest: req.RequestDigest,
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", operationLocation(op.OperationID))
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, op)
+	return nil
+}
+
+func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r)); err != nil {
+		return err
+	}
+	ops, err := s.eng.Ops.List(r.Context(), tenant(r), runID(r))
+	if err != nil {
+		return err
+	}
+	if ops == nil {
+		ops = []toolop.Operation{}
+	}
+	writeJSON(w, http.StatusOK, listOf(ops, ""))
+	return nil
+}
+
+func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
+	op, err := s.eng.Ops.Get(r.Context(), tenant(r), r.PathValue("operation_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, op)
+	return nil
+}
+
+// OperationTransitionRequest is the body of POST /v1/operations/{id}/{transition}.
+// started takes no fields; succeeded takes external_ref and result; failed
+// and unknown take error; resolve (an operator settling an in-doubt
+// operation) takes outcome, by, reason and the rest.
+type OperationTransitionRequest struct {
+	ExternalRef string          `json:"external_ref,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Outcome     string          `json:"outcome,omitempty"`
+	By          string          `json:"by,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+}
+
+func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) error {
+	var req OperationTransitionRequest
+	if r.ContentLength != 0 {
+		if err := s.decodeJSON(w, r, &req); err != nil {
+			return err
+		}
+	}
+	ctx, tn, id := r.Context(), tenant(r), r.PathValue("operation_id")
+	var op toolop.Operation
+	var err error
+	switch tr := r.PathValue("transition"); tr {
+	case "started":
+		op, err = s.eng.Ops.Start(ctx, tn, id)
+	case "succeeded":
+		op, err = s.eng.Ops.Succeed(ctx, tn, id, toolop.Outcome{ExternalRef: req.ExternalRef, Result: req.Result})
+	case "failed":
+		op, err = s.eng.Ops.Fail(ctx, tn, id, toolop.Outcome{ExternalRef: req.ExternalRef, Result: req.Result, Error: req.Error})
+	case "unknown":
+		op, err = s.eng.Ops.MarkUnknown(ctx, tn, id, req.Error)
+	case "resolve":
+		if p, _ := PrincipalFrom(ctx); s.keys.Len() > 0 && p.Role < RoleAdmin {
+			return newError(KindForbidden, "resolving an operation by hand needs the admin role")
+		}
+		op, err = s.eng.Ops.Resolve(ctx, tn, id, toolop.Resolution{Outcome: req.Outcome, ExternalRef: req.ExternalRef, Result: req.Result, Error: req.Error, By: req.By, Reason: req.Reason})
+	default:
+		return newError(KindOperationUnsupported, "transition "+strconv.Quote(tr)+" is not one of started, succeeded, failed, unknown, resolve")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, op)
+	return nil
+}
+
+// ApprovalCreateRequest asks for an approval of a run's step.
+type ApprovalCreateRequest struct {
+	ApprovalID    string          `json:"approval_id,omitempty"`
+	StepID        string          `json:"step_id"`
+	RequestDigest string          `json:"request_digest"`
+	Summary       json.RawMessage `json:"summary,omitempty"`
+	TTLMs         int64           `json:"ttl_ms"`
+}
+
+// ApprovalView is an approval with its effective status (pending past its
+// expiry reads "expired").
+type ApprovalView struct {
+	toolop.Approval
+	Effective string `json:"effective_status"`
+}
+
+func (s *Server) view(a toolop.Approval) ApprovalView {
+	return ApprovalView{Approval: a, Effective: a.Effective(s.eng.Ops.Now())}
+}
+
+func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request) error {
+	var req ApprovalCreateRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	rn, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r))
+	if err != nil {
+		return err
+	}
+	if req.TTLMs <= 0 || req.TTLMs > toolop.MaxApprovalTTL.Milliseconds() {
+		return &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity, detail: "ttl_ms must be positive and at most " + strconv.FormatInt(toolop.MaxApprovalTTL.Milliseconds(), 10)}
+	}
+	a, created, err := s.eng.Ops.RequestApproval(r.Context(), tenant(r), toolop.ApprovalRequest{
+		ApprovalID: req.ApprovalID, RunID: rn.RunID, StepID: req.StepID, RequestDigest: req.RequestDigest,
+		Summary: req.Summary, TTL: time.Duration(req.TTLMs) * time.Millisecond,
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/approvals/"+url.PathEscape(a.ApprovalID))
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, s.view(a))
+	return nil
+}
+
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r)); err != nil {
+		return err
+	}
+	as, err := s.eng.Ops.ListApprovals(r.Context(), tenant(r), runID(r))
+	if err != nil {
+		return err
+	}
+	views := make([]ApprovalView, 0, len(as))
+	for _, a := range as {
+		views = append(views, s.view(a))
+	}
+	writeJSON(w, http.StatusOK, listOf(views, ""))
+	return nil
+}
+
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.eng.Ops.GetApproval(r.Context(), tenant(r), r.PathValue("approval_id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.view(a))
+	return nil
+}
+
+func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) error {
+	var d toolop.Decision
+	if err := s.decodeJSON(w, r, &d); err != nil {
+		return err
+	}
+	a, err := s.eng.Ops.Decide(r.Context(), tenant(r), r.PathValue("approval_id"), d)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.view(a))
+	return nil
+}

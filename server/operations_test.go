@@ -1,0 +1,192 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/toolop"
+)
+
+// TestOperationsAPI walks the ledger over HTTP: prepare once, transitions,
+// digest mismatch, unknown never failed, operator resolution, and a resume
+// refused while an operation is in doubt, then accepted once it is resolved.
+func TestOperationsAPI(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, envOptions{})
+		schemas := compileOpenAPI(t, e)
+		r, l := e.leasedRun(t, "run-ops")
+		prep := map[string]any{"business_key": "refund:o-1", "step_id": "refund", "tool_name": "payments", "request_digest": "sha256:aa"}
+		res := e.do(t, "POST", "/v1/runs/run-ops/operations", prep, nil)
+		if res.status != http.StatusCreated {
+			t.Fatalf("prepare: %d %s", res.status, res.body)
+		}
+		schemas.validate(t, "Operation", res.body)
+		var op toolop.Operation
+		_ = json.Unmarshal(res.body, &op)
+		if op.OperationID != toolop.OperationID("run-ops", "refund:o-1") || op.Status != toolop.StatusPrepared || op.RunID != "run-ops" {
+			t.Fatalf("prepared %+v", op)
+		}
+		if res := e.do(t, "POST", "/v1/runs/run-ops/operations", prep, nil); res.status != http.StatusOK {
+			t.Fatalf("prepare again: %d %s", res.status, res.body)
+		}
+		prep["request_digest"] = "sha256:bb"
+		expectProblem(t, e.do(t, "POST", "/v1/runs/run-ops/operations", prep, nil), http.StatusConflict, "digest-mismatch")
+		expectProblem(t, e.do(t, "POST", "/v1/runs/nope/operations", prep, nil), http.StatusNotFound, "run-not-found")
+		path := "/v1/operations/" + op.OperationID
+		expectProblem(t, e.do(t, "POST", path+"/succeeded", map[string]any{"external_ref": "x"}, nil), http.StatusConflict, "invalid-operation-transition")
+		expectProblem(t, e.do(t, "POST", path+"/exploded", nil, nil), http.StatusNotFound, "unsupported-operation-transition")
+		if res := e.do(t, "POST", path+"/started", nil, nil); res.status != 200 {
+			t.Fatalf("started: %d %s", res.status, res.body)
+		}
+		if res := e.do(t, "POST", path+"/unknown", map[string]any{"error": "timeout after send"}, nil); res.status != 200 {
+			t.Fatalf("unknown: %d %s", res.status, res.body)
+		}
+		expectProblem(t, e.do(t, "POST", path+"/started", nil, nil), http.StatusConflict, "invalid-operation-transition")
+
+		// Resume while the operation is unknown and no lookup exists here: refused, suspended, naming it.
+		if err := e.c.ReleaseLease(context.Background(), "run-ops", l); err != nil {
+			t.Fatal(err)
+		}
+		res = e.do(t, "POST", "/v1/runs/run-ops/resume", map[string]any{"owner": "operator-console", "ttl_ms": 5000}, nil)
+		p := expectProblem(t, res, http.StatusUnprocessableEntity, "resume-refused")
+		schemas.validate(t, "ResumeRefusal", res.body)
+		var refusal struct {
+			FailedCheck string `json:"failed_check"`
+			Run         run.Run
+		}
+		_ = json.Unmarshal(res.body, &refusal)
+		if refusal.FailedCheck != "operations" || !strings.Contains(p.Detail, op.OperationID) || refusal.Run.Status != run.StatusSuspended {
+			t.Fatalf("refusal: %s", res.body)
+		}
+		cur, _ := e.c.GetRun(context.Background(), "run-ops")
+		if cur.Status != run.StatusSuspended || !strings.Contains(cur.StatusReason, op.OperationID) || cur.StateRevision != r.StateRevision+1 {
+			t.Fatalf("run after refusal: %+v", cur)
+		}
+		// The operator resolves it; the next resume passes every check.
+		expectProblem(t, e.do(t, "POST", path+"/resolve", map[string]any{"outcome": "applied", "external_ref": "rf_1"}, nil), http.StatusUnprocessableEntity, "invalid-request")
+		res = e.do(t, "POST", path+"/resolve", map[string]any{"outcome": "applied", "external_ref": "rf_1", "by": "alice", "reason": "bank statement"}, nil)
+		if res.status != 200 || !strings.Contains(string(res.body), `"succeeded"`) {
+			t.Fatalf("resolve: %d %s", res.status, res.body)
+		}
+		res = e.do(t, "POST", "/v1/runs/run-ops/resume", map[string]any{"owner": "worker-2", "ttl_ms": 5000}, nil)
+		if res.status != 200 {
+			t.Fatalf("resume after resolution: %d %s", res.status, res.body)
+		}
+		schemas.validate(t, "ResumeResult", res.body)
+		var rr struct {
+			Run    run.Run
+			Lease  run.Lease
+			Checks []struct{ Name, Status string }
+		}
+		_ = json.Unmarshal(res.body, &rr)
+		if rr.Run.Status != run.StatusRunning || rr.Lease.Owner != "worker-2" || len(rr.Checks) != 10 || rr.Checks[7].Name != "operations" || rr.Checks[7].Status != "passed" {
+			t.Fatalf("resume result: %s", res.body)
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/runs/run-ops/resume", map[string]any{"owner": "worker-3"}, nil), http.StatusConflict, "lease-held")
+		expectProblem(t, e.do(t, "GET", "/v1/operations/op_nope", nil, nil), http.StatusNotFound, "operation-not-found")
+		res = e.do(t, "GET", "/v1/runs/run-ops/operations", nil, nil)
+		schemas.validate(t, "OperationList", res.body)
+		if !strings.Contains(string(res.body), op.OperationID) {
+			t.Fatalf("list: %s", res.body)
+		}
+	})
+}
+
+// TestApprovalsAPI: request, decide, expiry and the admin role on decisions.
+func TestApprovalsAPI(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, envOptions{})
+		schemas := compileOpenAPI(t, e)
+		e.leasedRun(t, "run-ap")
+		req := map[string]any{"step_id": "approve", "request_digest": "sha256:r", "summary": map[string]int{"amount": 120}, "ttl_ms": 60000}
+		res := e.do(t, "POST", "/v1/runs/run-ap/approvals", req, nil)
+		if res.status != http.StatusCreated {
+			t.Fatalf("request: %d %s", res.status, res.body)
+		}
+		schemas.validate(t, "Approval", res.body)
+		var a struct {
+			ApprovalID string `json:"approval_id"`
+			Effective  string `json:"effective_status"`
+		}
+		_ = json.Unmarshal(res.body, &a)
+		if a.Effective != "pending" {
+			t.Fatalf("new approval: %s", res.body)
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/approvals/"+a.ApprovalID+"/decision", map[string]any{"approve": true}, nil), http.StatusUnprocessableEntity, "invalid-request")
+		res = e.do(t, "POST", "/v1/approvals/"+a.ApprovalID+"/decision", map[string]any{"approve": true, "by": "carol", "reason": "ok"}, nil)
+		if res.status != 200 || !strings.Contains(string(res.body), `"effective_status":"approved"`) {
+			t.Fatalf("decide: %d %s", res.status, res.body)
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/approvals/"+a.ApprovalID+"/decision", map[string]any{"approve": false, "by": "dave"}, nil), http.StatusConflict, "approval-decided")
+		short := map[string]any{"step_id": "other", "request_digest": "sha256:s", "ttl_ms": 100}
+		res = e.do(t, "POST", "/v1/runs/run-ap/approvals", short, nil)
+		_ = json.Unmarshal(res.body, &a)
+		time.Sleep(120 * time.Millisecond) // real approval expiry
+		expectProblem(t, e.do(t, "POST", "/v1/approvals/"+a.ApprovalID+"/decision", map[string]any{"approve": true, "by": "carol"}, nil), http.StatusConflict, "approval-expired")
+		res = e.do(t, "GET", "/v1/approvals/"+a.ApprovalID, nil, nil)
+		if !strings.Contains(string(res.body), `"effective_status":"expired"`) {
+			t.Fatalf("expired approval: %s", res.body)
+		}
+		res = e.do(t, "GET", "/v1/runs/run-ap/approvals", nil, nil)
+		schemas.validate(t, "ApprovalList", res.body)
+		expectProblem(t, e.do(t, "GET", "/v1/approvals/apr_nope", nil, nil), http.StatusNotFound, "approval-not-found")
+
+		// With keys, deciding needs the admin role.
+		e2 := newEnv(t, backend, envOptions{keys: "writer-key-0123456789=t1:writer,admin-key-0123456789=t1:admin", apiKey: "writer-key-0123456789"})
+		e2.leasedRun(t, "run-k")
+		res = e2.do(t, "POST", "/v1/runs/run-k/approvals", req, map[string]string{"Authorization": "Bearer writer-key-0123456789"})
+		_ = json.Unmarshal(res.body, &a)
+		expectProblem(t, e2.do(t, "POST", "/v1/approvals/"+a.ApprovalID+"/decision", map[string]any{"approve": true, "by": "w"}, map[string]string{"Authorization": "Bearer writer-key-0123456789"}), http.StatusForbidden, "forbidden")
+		if res := e2.do(t, "POST", "/v1/approvals/"+a.ApprovalID+"/decision", map[string]any{"approve": true, "by": "a"}, map[string]string{"Authorization": "Bearer admin-key-0123456789"}); res.status != 200 {
+			t.Fatalf("admin decision: %d %s", res.status, res.body)
+		}
+	})
+}
+
+// TestOperationsClient drives the same routes through the Go client, whose
+// errors match the domain sentinels.
+func TestOperationsClient(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	ctx := context.Background()
+	e.leasedRun(t, "run-c")
+	op, created, err := e.c.PrepareOperation(ctx, "run-c", client.PrepareOperation{BusinessKey: "k", StepID: "s", ToolName: "t", RequestDigest: "sha256:1"})
+	if err != nil || !created {
+		t.Fatalf("prepare: %v %v", created, err)
+	}
+	if _, _, err := e.c.PrepareOperation(ctx, "run-c", client.PrepareOperation{BusinessKey: "k", StepID: "s", ToolName: "t", RequestDigest: "sha256:2"}); !errors.Is(err, toolop.ErrDigestMismatch) {
+		t.Fatalf("digest mismatch: %v", err)
+	}
+	if _, err := e.c.MarkOperation(ctx, op.OperationID, "started", client.OperationUpdate{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.c.MarkOperation(ctx, op.OperationID, "succeeded", client.OperationUpdate{ExternalRef: "r1", Result: map[string]int{"n": 1}})
+	if err != nil || got.Status != toolop.StatusSucceeded || got.ExternalRef != "r1" {
+		t.Fatalf("succeeded: %+v %v", got, err)
+	}
+	if _, err := e.c.MarkOperation(ctx, op.OperationID, "failed", client.OperationUpdate{Error: "x"}); !errors.Is(err, toolop.ErrInvalidTransition) {
+		t.Fatalf("failed after succeeded: %v", err)
+	}
+	if ops, err := e.c.Operations(ctx, "run-c"); err != nil || len(ops) != 1 {
+		t.Fatalf("operations: %v %v", ops, err)
+	}
+	a, err := e.c.RequestApproval(ctx, "run-c", "approve", "sha256:1", map[string]int{"amount": 5}, time.Minute)
+	if err != nil || a.EffectiveStatus != "pending" {
+		t.Fatalf("request approval: %+v %v", a, err)
+	}
+	if a, err = e.c.DecideApproval(ctx, a.ApprovalID, false, "lead", "no"); err != nil || a.EffectiveStatus != "rejected" {
+		t.Fatalf("decide: %+v %v", a, err)
+	}
+	if _, err := e.c.DecideApproval(ctx, a.ApprovalID, true, "other", ""); !errors.Is(err, toolop.ErrApprovalDecided) {
+		t.Fatalf("decide twice: %v", err)
+	}
+	if _, err := e.c.ResumeRun(ctx, "run-c", "w2", time.Second, 0); !errors.Is(err, run.ErrLeaseHeld) {
+		t.Fatalf("resume while leased: %v", err)
+	}
+}
