@@ -20,6 +20,7 @@ import (
 const (
 	DefaultDuration = 5 * time.Second
 	DefaultRounds   = 3
+	DefaultSlice    = 500 * time.Millisecond
 	// Tenant owns every run the benchmark creates.
 	Tenant = "bench"
 )
@@ -47,8 +48,10 @@ type CommitConfig struct {
 	// Warmup runs before each measurement, unmeasured (0: Duration/10;
 	// negative: none).
 	Warmup time.Duration
-	// Rounds repeats every measurement, interleaved, and reports the median
-	// (0: DefaultRounds).
+	// Slice is how long one target runs before the next takes its turn
+	// within a measurement (0: DefaultSlice).
+	Slice time.Duration
+	// Rounds repeats every measurement and reports the median (0: DefaultRounds).
 	Rounds int
 	// Concurrency lists the numbers of concurrent committers (nil: 1 and 16).
 	Concurrency []int
@@ -88,6 +91,7 @@ type CommitReport struct {
 	PoolMaxConns int           `json:"pool_max_conns"`
 	Duration     time.Duration `json:"duration_ns"`
 	Warmup       time.Duration `json:"warmup_ns"`
+	Slice        time.Duration `json:"slice_ns"`
 	Rounds       int           `json:"rounds"`
 	Concurrency  []int         `json:"concurrency"`
 	NumCPU       int           `json:"num_cpu"`
@@ -122,6 +126,9 @@ func (c *CommitConfig) fill() error {
 	if c.Warmup < 0 {
 		c.Warmup = 0
 	}
+	if c.Slice <= 0 {
+		c.Slice = DefaultSlice
+	}
 	if c.Rounds <= 0 {
 		c.Rounds = DefaultRounds
 	}
@@ -149,7 +156,7 @@ func RunCommit(ctx context.Context, cfg CommitConfig) (rep CommitReport, err err
 	pool := max(slices.Max(cfg.Concurrency), 4)
 	rep = CommitReport{
 		Postgres: redactURL(cfg.PostgresURL), PoolMaxConns: pool,
-		Duration: cfg.Duration, Warmup: cfg.Warmup, Rounds: cfg.Rounds,
+		Duration: cfg.Duration, Warmup: cfg.Warmup, Slice: cfg.Slice, Rounds: cfg.Rounds,
 		Concurrency: cfg.Concurrency, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
 	}
 
@@ -194,20 +201,14 @@ func RunCommit(ctx context.Context, cfg CommitConfig) (rep CommitReport, err err
 	rounds := map[string][]float64{} // key: target@concurrency
 	key := func(name string, c int) string { return name + "@" + strconv.Itoa(c) }
 	for r := 0; r < cfg.Rounds; r++ {
-		order := slices.Clone(targets)
-		if r%2 == 1 {
-			// Alternate the order so that drift (cache, autovacuum,
-			// table growth) does not always favour the same target.
-			slices.Reverse(order)
-		}
 		for _, c := range cfg.Concurrency {
-			for _, t := range order {
-				ops, err := measureTarget(ctx, t, c, cfg.Warmup, cfg.Duration)
-				if err != nil {
-					return rep, fmt.Errorf("bench commit: %s at concurrency %d: %w", t.name, c, err)
-				}
-				rounds[key(t.name, c)] = append(rounds[key(t.name, c)], ops)
-				fmt.Fprintf(cfg.Progress, "round %d/%d  %-16s c=%-3d %10.0f commits/s\n", r+1, cfg.Rounds, t.name, c, ops)
+			res, err := measureInterleaved(ctx, targets, c, cfg.Warmup, cfg.Duration, cfg.Slice)
+			if err != nil {
+				return rep, fmt.Errorf("bench commit: %w", err)
+			}
+			for i, t := range targets {
+				rounds[key(t.name, c)] = append(rounds[key(t.name, c)], res[i])
+				fmt.Fprintf(cfg.Progress, "round %d/%d  %-16s c=%-3d %10.0f commits/s\n", r+1, cfg.Rounds, t.name, c, res[i])
 			}
 		}
 		if peer != nil {
@@ -272,51 +273,90 @@ func RunCommit(ctx context.Context, cfg CommitConfig) (rep CommitReport, err err
 	return rep, nil
 }
 
-// measureTarget prepares c fresh runs and measures their commits.
-func measureTarget(ctx context.Context, t target, c int, warmup, d time.Duration) (float64, error) {
-	steppers, err := t.prepare(ctx, c)
-	if err != nil {
-		return 0, fmt.Errorf("prepare %d runs: %w", c, err)
+// measureInterleaved prepares c fresh runs per target, warms each target
+// up, then measures them in turns of one slice each until every target has
+// had d: on a shared machine, load that comes and goes then weighs on all
+// targets alike. It returns commits per second per target, in order.
+func measureInterleaved(ctx context.Context, targets []target, c int, warmup, d, slice time.Duration) ([]float64, error) {
+	steppers := make([][]stepper, len(targets))
+	for i, t := range targets {
+		ss, err := t.prepare(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("%s at concurrency %d: prepare %d runs: %w", t.name, c, c, err)
+		}
+		steppers[i] = ss
+		if warmup > 0 {
+			if _, _, err := measure(ctx, ss, warmup); err != nil {
+				return nil, fmt.Errorf("%s at concurrency %d: %w", t.name, c, err)
+			}
+		}
 	}
-	n, err := measure(ctx, steppers, warmup, d)
-	if err != nil {
-		return 0, err
+	ops := make([]int64, len(targets))
+	took := make([]time.Duration, len(targets))
+	order := make([]int, len(targets))
+	for i := range order {
+		order[i] = i
 	}
-	return float64(n) / d.Seconds(), nil
+	// A target is done when less than a tenth of a slice is left: so short
+	// a turn would measure mostly the drain of commits in flight.
+	left := func(i int) time.Duration {
+		if l := d - took[i]; l >= slice/10 {
+			return l
+		}
+		return 0
+	}
+	for turn := 0; slices.ContainsFunc(order, func(i int) bool { return left(i) > 0 }); turn++ {
+		// Rotate who goes first, so that no target always follows the same one.
+		first := turn % len(order)
+		for k := range order {
+			i := order[(first+k)%len(order)]
+			sl := min(slice, left(i))
+			if sl <= 0 {
+				continue
+			}
+			n, el, err := measure(ctx, steppers[i], sl)
+			if err != nil {
+				return nil, fmt.Errorf("%s at concurrency %d: %w", targets[i].name, c, err)
+			}
+			ops[i] += n
+			took[i] += el
+		}
+	}
+	out := make([]float64, len(targets))
+	for i := range out {
+		out[i] = float64(ops[i]) / took[i].Seconds()
+	}
+	return out, nil
 }
 
-// measure runs every stepper in its own goroutine, back to back, through a
-// warmup and then d, and counts the commits that completed within d.
-func measure(ctx context.Context, steppers []stepper, warmup, d time.Duration) (int64, error) {
+// measure runs every stepper in its own goroutine, back to back, for d; no
+// new commit starts after d, and those in flight finish. It returns the
+// commits made and the time from start until the last one finished.
+func measure(ctx context.Context, steppers []stepper, d time.Duration) (int64, time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	from := time.Now().Add(warmup)
-	until := from.Add(d)
+	start := time.Now()
+	until := start.Add(d)
 	var ops atomic.Int64
 	var wg sync.WaitGroup
 	for _, s := range steppers {
 		wg.Go(func() {
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && time.Now().Before(until) {
 				if err := s(ctx); err != nil {
 					cancel(err)
 					return
 				}
-				now := time.Now()
-				if now.After(until) {
-					return
-				}
-				if !now.Before(from) {
-					ops.Add(1)
-				}
+				ops.Add(1)
 			}
 		})
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
 	// Only a failed stepper or the caller cancels before the deferred cancel.
 	if cause := context.Cause(ctx); cause != nil {
-		return 0, cause
+		return 0, 0, cause
 	}
-	return ops.Load(), nil
+	return ops.Load(), elapsed, nil
 }
 
 // stepInput is the work of step i of a run: the whole new state (about 160

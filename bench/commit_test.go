@@ -39,6 +39,7 @@ func TestRunCommitSmoke(t *testing.T) {
 		PostgresURL: u,
 		Duration:    150 * time.Millisecond,
 		Warmup:      20 * time.Millisecond,
+		Slice:       50 * time.Millisecond,
 		Rounds:      2,
 		Concurrency: []int{1, 4},
 		Peer:        PeerConfig{Skip: true},
@@ -68,6 +69,9 @@ func TestRunCommitSmoke(t *testing.T) {
 				t.Errorf("ratio %s at concurrency %d missing or zero: %+v", name, c, r)
 			}
 		}
+	}
+	if _, err := os.Stat("memento-data"); err == nil {
+		t.Errorf("the benchmark left a memento-data directory in the working directory")
 	}
 	if _, ok := rep.RatioOf("memento engine/dbos", 1); ok {
 		t.Errorf("a DBOS ratio without the peer")
@@ -126,7 +130,7 @@ func TestMeasureReportsStepperError(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := measure(context.Background(), []stepper{s, s}, 0, time.Minute)
+	_, _, err := measure(context.Background(), []stepper{s, s}, time.Minute)
 	if err != boom {
 		t.Fatalf("err = %v, want %v", err, boom)
 	}
@@ -219,4 +223,22 @@ func benchTarget(b *testing.B, t target, c int) {
 		b.Fatal(*p)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+}
+
+// BenchmarkCommitRatios runs the whole interleaved comparison once per
+// iteration (1 round of 2s per target, no DBOS peer: `memento bench commit`
+// runs it) and reports the ratios as metrics, e.g. engine/floor@c16.
+func BenchmarkCommitRatios(b *testing.B) {
+	u := testPostgresURL(b)
+	for b.Loop() {
+		rep, err := RunCommit(context.Background(), CommitConfig{
+			PostgresURL: u, Duration: 2 * time.Second, Rounds: 1, Peer: PeerConfig{Skip: true},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rep.Ratios {
+			b.ReportMetric(r.Value, strings.ReplaceAll(r.Name, " ", "_")+"@c"+fmt.Sprint(r.Concurrency))
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 
 	"github.com/mementohq/memento"
@@ -19,6 +20,7 @@ import (
 // its own engine on the benchmark's PostgreSQL schema, and a Go client.
 type httpBench struct {
 	eng    *memento.Engine
+	dir    string // the engine's data directory, removed by close
 	cl     *client.Client
 	cancel context.CancelFunc
 	done   chan error
@@ -28,8 +30,14 @@ type httpBench struct {
 // startHTTP serves the API on 127.0.0.1 (an ephemeral port) from an
 // engine opened on pgURL, as `memento serve --postgres` would.
 func startHTTP(ctx context.Context, pgURL string) (*httpBench, error) {
-	eng, err := memento.Open(ctx, memento.Config{PostgresURL: pgURL})
+	// Sessions (not measured) would otherwise open ./memento-data.
+	dir, err := os.MkdirTemp("", "memento-bench-server-")
 	if err != nil {
+		return nil, fmt.Errorf("start server: %w", err)
+	}
+	eng, err := memento.Open(ctx, memento.Config{PostgresURL: pgURL, DataDir: dir})
+	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("open server engine: %w", err)
 	}
 	// The server logs every request as it does in production; the lines
@@ -38,16 +46,18 @@ func startHTTP(ctx context.Context, pgURL string) (*httpBench, error) {
 	srv, err := server.New(server.Options{Engine: eng, Logger: log})
 	if err != nil {
 		_ = eng.Close()
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start server: %w", err)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = eng.Close()
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start server: %w", err)
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h := &httpBench{eng: eng, cancel: cancel, done: make(chan error, 1)}
+	h := &httpBench{eng: eng, dir: dir, cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- srv.Serve(sctx, ln) }()
 	h.cl, err = client.New("http://" + ln.Addr().String())
 	if err != nil {
@@ -62,6 +72,7 @@ func (h *httpBench) close() {
 	h.cancel()
 	<-h.done
 	_ = h.eng.Close()
+	_ = os.RemoveAll(h.dir)
 }
 
 // target commits through the client, over HTTP, to the server.

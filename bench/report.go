@@ -19,8 +19,8 @@ var targetLabels = map[string]string{
 
 // WriteTable prints the measurements and ratios as aligned text.
 func (r CommitReport) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "step commits per second: median of %d rounds × %s (warmup %s), %d CPUs, %s\n",
-		r.Rounds, r.Duration, r.Warmup, r.NumCPU, r.GoVersion)
+	fmt.Fprintf(w, "step commits per second: median of %d rounds; per round each target runs %s in turns of %s (after %s warmup); %d CPUs, %s\n",
+		r.Rounds, r.Duration, r.Slice, r.Warmup, r.NumCPU, r.GoVersion)
 	fmt.Fprintf(w, "postgres: %s (pool_max_conns %d)\n", r.Postgres, r.PoolMaxConns)
 	if r.Peer != nil {
 		fmt.Fprintf(w, "peer: %s %s, workflows of %d no-op steps\n", r.Peer.Name, r.Peer.Version, r.Peer.StepsPerWorkflow)

@@ -36,6 +36,9 @@ const (
 	SessionRatioGoal = 0.7
 )
 
+// DefaultSessionSlice is the turn length of memento and floor within a measurement.
+const DefaultSessionSlice = 200 * time.Millisecond
+
 // SessionOps lists the operations in report order.
 var SessionOps = []string{OpGet, OpAppend, OpPatch}
 
@@ -48,7 +51,11 @@ type SessionsConfig struct {
 	// unmeasured (0: Duration/10; negative: none).
 	Duration time.Duration
 	Warmup   time.Duration
-	// Rounds repeats every measurement, interleaved; medians are reported.
+	// Slice is how long memento and its floor take turns within a
+	// measurement (0: DefaultSessionSlice), so both see the same background
+	// load on a shared machine.
+	Slice time.Duration
+	// Rounds repeats every measurement; medians are reported.
 	Rounds int
 	// Concurrency lists the numbers of concurrent clients, each on its own session.
 	Concurrency []int
@@ -75,8 +82,10 @@ type SessionResult struct {
 type SessionsReport struct {
 	Redis        string          `json:"redis"`
 	RedisVersion string          `json:"redis_version"`
+	KeyPrefix    string          `json:"key_prefix"`
 	Duration     time.Duration   `json:"duration_ns"`
 	Warmup       time.Duration   `json:"warmup_ns"`
+	Slice        time.Duration   `json:"slice_ns"`
 	Rounds       int             `json:"rounds"`
 	Concurrency  []int           `json:"concurrency"`
 	Redaction    bool            `json:"redaction"`
@@ -101,6 +110,10 @@ func (c *SessionsConfig) fill() error {
 	if c.Warmup < 0 {
 		c.Warmup = 0
 	}
+	if c.Slice <= 0 {
+		c.Slice = DefaultSessionSlice
+	}
+	c.Slice = min(c.Slice, c.Duration)
 	if c.Rounds <= 0 {
 		c.Rounds = DefaultRounds
 	}
@@ -184,15 +197,15 @@ func RunSessions(ctx context.Context, cfg SessionsConfig) (rep SessionsReport, e
 
 	info, _ := raw.Info(ctx, "server").Result()
 	rep = SessionsReport{
-		Redis: redactURL(cfg.RedisURL), RedisVersion: infoField(info, "redis_version"),
-		Duration: cfg.Duration, Warmup: cfg.Warmup, Rounds: cfg.Rounds, Concurrency: cfg.Concurrency,
+		Redis: redactURL(cfg.RedisURL), RedisVersion: infoField(info, "redis_version"), KeyPrefix: prefix,
+		Duration: cfg.Duration, Warmup: cfg.Warmup, Slice: cfg.Slice, Rounds: cfg.Rounds, Concurrency: cfg.Concurrency,
 		Redaction: !cfg.NoRedaction, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
 		StateBytes: len(benchState(0)), MessageBytes: len(benchMessage.Content) + len(benchMessage.Metadata),
 	}
-	targets := []sessionTarget{
-		sb.mementoGet(), sb.floorGet(),
-		sb.mementoAppend(), sb.floorAppend(),
-		sb.mementoPatch(), sb.floorPatch(),
+	pairs := [][2]sessionTarget{
+		{sb.mementoGet(), sb.floorGet()},
+		{sb.mementoAppend(), sb.floorAppend()},
+		{sb.mementoPatch(), sb.floorPatch()},
 	}
 	type key struct {
 		t string
@@ -202,20 +215,24 @@ func RunSessions(ctx context.Context, cfg SessionsConfig) (rep SessionsReport, e
 	lats := map[key][]time.Duration{}
 	for r := 1; r <= cfg.Rounds; r++ {
 		for _, c := range cfg.Concurrency {
-			for _, t := range targets {
-				ops, err := t.prepare(ctx, c)
-				if err != nil {
-					return rep, fmt.Errorf("bench sessions: prepare %s %s: %w", t.op, t.name, err)
+			for _, pair := range pairs {
+				var ops [2][]sessionOp
+				for i, t := range pair {
+					if ops[i], err = t.prepare(ctx, c); err != nil {
+						return rep, fmt.Errorf("bench sessions: prepare %s %s: %w", t.op, t.name, err)
+					}
 				}
-				n, l, err := measureSessionOps(ctx, ops, cfg.Warmup, cfg.Duration)
+				n, l, err := measureTurns(ctx, ops, cfg.Warmup, cfg.Duration, cfg.Slice)
 				if err != nil {
-					return rep, fmt.Errorf("bench sessions: %s %s c=%d: %w", t.op, t.name, c, err)
+					return rep, fmt.Errorf("bench sessions: %s c=%d: %w", pair[0].op, c, err)
 				}
-				k := key{t.op + "/" + t.name, c}
-				v := float64(n) / cfg.Duration.Seconds()
-				rounds[k] = append(rounds[k], v)
-				lats[k] = append(lats[k], l...)
-				fmt.Fprintf(cfg.Progress, "round %d/%d  %-6s %-7s c=%-3d %9.0f ops/s\n", r, cfg.Rounds, t.op, t.name, c, v)
+				for i, t := range pair {
+					k := key{t.op + "/" + t.name, c}
+					v := float64(n[i]) / cfg.Duration.Seconds()
+					rounds[k] = append(rounds[k], v)
+					lats[k] = append(lats[k], l[i]...)
+					fmt.Fprintf(cfg.Progress, "round %d/%d  %-6s %-7s c=%-3d %9.0f ops/s\n", r, cfg.Rounds, t.op, t.name, c, v)
+				}
 			}
 		}
 	}
@@ -420,6 +437,34 @@ func (sb *sessionBench) floorPatch() sessionTarget {
 	}}
 }
 
+// measureTurns measures two targets in alternating turns of slice until
+// each has had d of measured time, after one warmup of each.
+func measureTurns(ctx context.Context, ops [2][]sessionOp, warmup, d, slice time.Duration) ([2]int64, [2][]time.Duration, error) {
+	var (
+		n   [2]int64
+		lat [2][]time.Duration
+	)
+	if warmup > 0 {
+		for i := range ops {
+			if _, _, err := measureSessionOps(ctx, ops[i], 0, warmup); err != nil {
+				return n, lat, err
+			}
+		}
+	}
+	for done := time.Duration(0); done < d; done += slice {
+		turn := min(slice, d-done)
+		for i := range ops {
+			c, l, err := measureSessionOps(ctx, ops[i], 0, turn)
+			if err != nil {
+				return n, lat, err
+			}
+			n[i] += c
+			lat[i] = append(lat[i], l...)
+		}
+	}
+	return n, lat, nil
+}
+
 // measureSessionOps runs each client in its own goroutine, back to back,
 // through a warmup and then d; it counts the operations that completed
 // within d and returns their latencies.
@@ -493,7 +538,7 @@ func (r SessionsReport) WriteTable(w io.Writer) {
 	if !r.Redaction {
 		red = "off"
 	}
-	fmt.Fprintf(w, "session operations per second: median of %d rounds × %s (warmup %s), %d CPUs, %s\n", r.Rounds, r.Duration, r.Warmup, r.NumCPU, r.GoVersion)
+	fmt.Fprintf(w, "session operations per second: median of %d rounds × %s (warmup %s; memento and floor in alternating %s turns), %d CPUs, %s\n", r.Rounds, r.Duration, r.Warmup, r.Slice, r.NumCPU, r.GoVersion)
 	fmt.Fprintf(w, "redis %s at %s; state %d B, message %d B, redaction %s\n", r.RedisVersion, r.Redis, r.StateBytes, r.MessageBytes, red)
 	fmt.Fprintln(w, "floor: raw go-redis on the same payload — get: GET of the session as served; append: SET of the message; patch: GET+SET of the state")
 	fmt.Fprintln(w)

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: gofmt, go vet, go test -race against real PostgreSQL
-# and Redis. Uses the servers on 127.0.0.1 when they answer; otherwise starts
-# its own from the installed binaries (installing Debian's packages as root if
-# they are missing) and stops exactly those on exit.
+# and Redis. Uses the servers on 127.0.0.1 when they answer (PostgreSQL: user
+# postgres without a password, database test, created if missing); otherwise
+# starts its own from the installed binaries in a temporary directory, on that
+# port or, if something else holds it, on a free one. Installs Debian's
+# postgresql, redis-server and gcc (for -race) when missing, as root. Stops
+# exactly what it started, on exit.
 #
 # Environment:
 #   MEMENTO_TEST_PG_PORT      PostgreSQL port to use or start (default 5432)

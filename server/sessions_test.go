@@ -325,16 +325,19 @@ func TestSessionPIIStoredAsReferences(t *testing.T) {
 		var raw []string // what the backend really holds
 		switch backend {
 		case "redis":
-			tag := "memento:{t:" + e.tenant + ":s:s}"
-			msgs, err := e.rdb.LRange(ctx, tag+":l", 0, -1).Result()
-			if err != nil || len(msgs) != 1 {
-				t.Fatalf("raw redis messages: %v %v", msgs, err)
-			}
-			st, err := e.rdb.HGet(ctx, tag+":m", "st").Result()
+			all, err := e.rdb.HGetAll(ctx, "memento:{t:"+e.tenant+":s:s}").Result()
 			if err != nil {
-				t.Fatalf("raw redis state: %v", err)
+				t.Fatalf("raw redis session: %v", err)
 			}
-			raw = append(msgs, st)
+			for f, v := range all {
+				if strings.HasPrefix(f, "#") { // a message
+					raw = append(raw, v)
+				}
+			}
+			if len(raw) != 1 || all["st"] == "" {
+				t.Fatalf("raw redis session: %v", all)
+			}
+			raw = append(raw, all["st"])
 		case "sqlite":
 			db, err := sqlite.Open(ctx, filepath.Join(e.dataDir, sqlite.FileName))
 			if err != nil {

@@ -41,7 +41,10 @@ type Options struct {
 }
 
 // Service applies the session rules (validation, limits, merge patch,
-// redaction, schemas) on top of a Store.
+// redaction, schemas) on top of a Store. Redaction runs before the store
+// write, so a write refused by the store (a stale revision, say) may leave
+// values in the vault that no session references; the vault's retention
+// removes them.
 type Service struct {
 	store Store
 	opts  Options

@@ -1,9 +1,3 @@
-// Command dbospeer measures DBOS Transact for Go, the nearest peer of
-// Memento's durable runs: workflows of no-op steps against PostgreSQL, at
-// the given concurrencies, printed as JSON steps per second.
-//
-// It lives in its own module so Memento's module never depends on DBOS;
-// `memento bench commit` builds and runs it beside its own measurements.
 package main
 
 import (

@@ -28,6 +28,7 @@ type benchCommitFlags struct {
 	postgres    string
 	duration    time.Duration
 	warmup      time.Duration
+	slice       time.Duration
 	rounds      int
 	concurrency []int
 	asJSON      bool
@@ -57,9 +58,12 @@ committer on its own run with its lease held, for:
   dbos              DBOS Transact for Go, workflows of no-op steps (bench/dbospeer,
                     built with the go command from the source tree, or --dbos-bin)
 
-Targets are interleaved within each round and the median of the rounds is
-reported, with the ratios engine/floor, http/floor, sqlite engine/sqlite floor
-and Memento/DBOS. Everything runs in schemas and directories of its own that
+Within a round, at each concurrency, the targets take turns of --slice until
+each has run --duration, so that load from elsewhere on the machine weighs on
+all of them alike; DBOS runs after them in each round, in its own process. The
+median of the rounds is reported, with the ratios engine/floor, http/floor,
+sqlite engine/sqlite floor and Memento/DBOS, each the median of its per-round
+ratios. Everything runs in schemas and directories of its own that
 are removed at the end. Progress goes to stderr, the report to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchCommit(cmd, f) },
@@ -68,6 +72,7 @@ are removed at the end. Progress goes to stderr, the report to stdout.`,
 	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL (env "+envPostgresURL+")")
 	fl.DurationVar(&f.duration, "duration", bench.DefaultDuration, "measured time of each target at each concurrency, per round")
 	fl.DurationVar(&f.warmup, "warmup", 0, "unmeasured time before each measurement (default duration/10)")
+	fl.DurationVar(&f.slice, "slice", bench.DefaultSlice, "targets take turns of this long within each measurement")
 	fl.IntVar(&f.rounds, "rounds", bench.DefaultRounds, "rounds; the median is reported")
 	fl.IntSliceVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "concurrent committers, each on its own run")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
@@ -102,6 +107,7 @@ func runBenchCommit(cmd *cobra.Command, f benchCommitFlags) error {
 		PostgresURL: pg,
 		Duration:    f.duration,
 		Warmup:      warmup,
+		Slice:       f.slice,
 		Rounds:      f.rounds,
 		Concurrency: f.concurrency,
 		SkipHTTP:    f.noHTTP,

@@ -17,6 +17,7 @@ type benchSessionsFlags struct {
 	redis       string
 	duration    time.Duration
 	warmup      time.Duration
+	slice       time.Duration
 	rounds      int
 	concurrency []int
 	noRedaction bool
@@ -38,8 +39,9 @@ the same rounds the floor: raw go-redis commands moving the same payload:
   append  the append+trim script           vs  SET of the message
   patch   read, merge, compare-and-set     vs  GET + SET of the state
 
-Targets are interleaved within each round; medians are reported with the
-ratio memento/floor (goal 0.7). Every key lives under a random prefix and is
+Within each measurement memento and its floor take turns of --slice, so
+both see the same background load; medians of the rounds are reported with
+the ratio memento/floor (goal 0.7). Every key lives under a random prefix and is
 deleted at the end. Progress goes to stderr, the report to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchSessions(cmd, f) },
@@ -48,6 +50,7 @@ deleted at the end. Progress goes to stderr, the report to stdout.`,
 	fl.StringVar(&f.redis, "redis", "", "Redis URL (env "+envRedisURL+")")
 	fl.DurationVar(&f.duration, "duration", 2*time.Second, "measured time of each target at each concurrency, per round")
 	fl.DurationVar(&f.warmup, "warmup", 0, "unmeasured time before each measurement (default duration/10)")
+	fl.DurationVar(&f.slice, "slice", bench.DefaultSessionSlice, "memento and its floor take turns of this length within each measurement")
 	fl.IntVar(&f.rounds, "rounds", bench.DefaultRounds, "rounds; the median is reported")
 	fl.IntSliceVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "concurrent clients, each on its own session")
 	fl.BoolVar(&f.noRedaction, "no-redaction", false, "measure without the personal-data redactor")
@@ -74,7 +77,7 @@ func runBenchSessions(cmd *cobra.Command, f benchSessionsFlags) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.RunSessions(ctx, bench.SessionsConfig{
-		RedisURL: url, Duration: f.duration, Warmup: warmup, Rounds: f.rounds,
+		RedisURL: url, Duration: f.duration, Warmup: warmup, Slice: f.slice, Rounds: f.rounds,
 		Concurrency: f.concurrency, NoRedaction: f.noRedaction, Progress: progress,
 	})
 	if err != nil {

@@ -79,7 +79,7 @@ func TestServeRedisSessions(t *testing.T) {
 	sid, user := "cli-"+hex.EncodeToString(b), "u-"+hex.EncodeToString(b)
 	tag := "memento:{t:default:s:" + sid + "}"
 	index := "memento:{t:default:u:" + user + "}:ix"
-	defer rdb.Del(context.Background(), tag+":m", tag+":l", index)
+	defer rdb.Del(context.Background(), tag, index)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -130,7 +130,7 @@ func TestServeRedisSessions(t *testing.T) {
 	if _, _, err := c.PutSession(ctx, sid, client.PutSessionRequest{UserID: user, State: json.RawMessage(`{"a":1}`)}); err != nil {
 		t.Fatalf("put through serve: %v", err)
 	}
-	if st, err := rdb.HGet(ctx, tag+":m", "st").Result(); err != nil || st != `{"a":1}` {
+	if st, err := rdb.HGet(ctx, tag, "st").Result(); err != nil || st != `{"a":1}` {
 		t.Fatalf("the session is not in Redis: %q %v", st, err)
 	}
 	cancel()

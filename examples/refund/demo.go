@@ -34,6 +34,7 @@ type Summary struct {
 	RefundsApplied map[string]int    `json:"refunds_applied"`
 	Outcomes       map[string]int    `json:"outcomes"`
 	Suspended      map[string]string `json:"suspended,omitempty"`
+	Failed         map[string]string `json:"failed,omitempty"`
 	Orders         int               `json:"orders"`
 }
 
@@ -132,7 +133,7 @@ func allSettled(ctx context.Context, eng *workflow.Engine, runs *run.Service, te
 
 // Summarize counts runs by status and outcome, and refunds in the payments ledger by order.
 func Summarize(ctx context.Context, runs *run.Service, pay *Client, tenant string, ids []string) (Summary, error) {
-	s := Summary{RunsByStatus: map[string]int{}, RefundsApplied: map[string]int{}, Outcomes: map[string]int{}, Suspended: map[string]string{}, Orders: len(ids)}
+	s := Summary{RunsByStatus: map[string]int{}, RefundsApplied: map[string]int{}, Outcomes: map[string]int{}, Suspended: map[string]string{}, Failed: map[string]string{}, Orders: len(ids)}
 	for _, id := range ids {
 		r, err := runs.Get(ctx, tenant, id)
 		if errors.Is(err, run.ErrNotFound) {
@@ -143,8 +144,11 @@ func Summarize(ctx context.Context, runs *run.Service, pay *Client, tenant strin
 			return s, err
 		}
 		s.RunsByStatus[string(r.Status)]++
-		if r.Status == run.StatusSuspended || r.Status == run.StatusFailed {
+		switch r.Status {
+		case run.StatusSuspended:
 			s.Suspended[id] = r.StatusReason
+		case run.StatusFailed:
+			s.Failed[id] = r.StatusReason
 		}
 		var st struct {
 			Outcome string `json:"outcome"`
@@ -169,6 +173,9 @@ func Summarize(ctx context.Context, runs *run.Service, pay *Client, tenant strin
 	}
 	if len(s.Suspended) == 0 {
 		s.Suspended = nil
+	}
+	if len(s.Failed) == 0 {
+		s.Failed = nil
 	}
 	return s, nil
 }

@@ -160,8 +160,13 @@ func Workflow(c *Client, opts Options) workflow.Workflow {
 				if err != nil {
 					return err
 				}
-				if res.Answer != toolop.Applied {
-					return fmt.Errorf("refund %s not confirmed: %s %s", rf["operation_id"], res.Answer, res.Detail)
+				switch res.Answer {
+				case toolop.NotAuthoritative:
+					// Retrying cannot help while the provider cannot tell: an operator decides.
+					return workflow.Suspend(fmt.Sprintf("cannot verify refund %s: %s", rf["operation_id"], res.Detail))
+				case toolop.NotApplied:
+					sc.FailRun(fmt.Sprintf("refund %s recorded as succeeded but the provider does not know it", rf["operation_id"]))
+					return nil
 				}
 				var got Refund
 				if err := json.Unmarshal(res.Result, &got); err != nil {
