@@ -504,3 +504,25 @@ func (s *Service) Retain(ctx context.Context, maxAge time.Duration, now time.Tim
 func IsConflict(err error) bool {
 	return errors.Is(err, ErrRevisionConflict) || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrLeaseHeld)
 }
+
+// RetainEvery deletes terminal runs older than maxAge once at start and then
+// every interval, until ctx ends. report, if not nil, sees each pass's result.
+// The caller owns the goroutine it runs in and stops it by cancelling ctx.
+func (s *Service) RetainEvery(ctx context.Context, maxAge, interval time.Duration, report func(deleted int, err error)) {
+	if interval <= 0 {
+		interval = time.Hour
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := s.Retain(ctx, maxAge, time.Now())
+		if report != nil && ctx.Err() == nil {
+			report(n, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -74,7 +74,9 @@ type Store interface {
 	Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr NewRun) (Run, error)
 
 	// DeleteTerminalBefore deletes runs in a terminal status last updated before
-	// cutoff, with their events and checkpoints, across tenants, at most limit
+	// cutoff, with their events and checkpoints (and, in a backend that also
+	// keeps the operation ledger, their operations and approvals: they live
+	// with the run), across tenants, at most limit
 	// runs per call. It returns how many runs were deleted.
 	DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -28,6 +29,54 @@ func ToolopStoreSuite(t *testing.T, newStore func(t *testing.T) toolop.Store) {
 	t.Run("Approvals", func(t *testing.T) { testApprovals(t, newStore(t)) })
 	t.Run("ApprovalValidity", func(t *testing.T) { testApprovalValidity(t, newStore(t)) })
 	t.Run("ConcurrentDecide", func(t *testing.T) { testConcurrentDecide(t, newStore(t)) })
+	t.Run("RetentionWithRun", func(t *testing.T) { testToolopRetention(t, newStore(t)) })
+}
+
+// testToolopRetention checks that a backend keeping both runs and the ledger
+// deletes a terminal run's operations and approvals with it, and keeps those
+// of a live run.
+func testToolopRetention(t *testing.T, st toolop.Store) {
+	rs, ok := st.(run.Store)
+	if !ok {
+		t.Fatalf("%T keeps the operation ledger but not runs; this suite expects one backend for both", st)
+	}
+	ctx := context.Background()
+	runs := run.NewService(rs, run.Options{})
+	ops := toolop.NewService(st, nil)
+	tn := tenant()
+	mk := func(id string) {
+		if _, _, err := runs.Create(ctx, tn, run.CreateRequest{RunID: id, WorkflowName: "wf"}, ""); err != nil {
+			t.Fatalf("create run %s: %v", id, err)
+		}
+		prepare(t, ops, tn, id, "k-"+id)
+		if _, _, err := ops.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: id, StepID: "approve", RequestDigest: "sha256:" + id, TTL: time.Hour}); err != nil {
+			t.Fatalf("request approval for %s: %v", id, err)
+		}
+	}
+	mk("done")
+	mk("live")
+	l, err := runs.AcquireLease(ctx, tn, "done", "w", 0, time.Minute)
+	if err != nil {
+		t.Fatalf("lease: %v", err)
+	}
+	if _, _, err := runs.Commit(ctx, tn, "done", run.CommitRequest{ExpectedRevision: 1, Lease: l, Event: run.EventInput{EventType: "step"}, State: []byte(`{}`), Status: run.StatusCompleted}); err != nil {
+		t.Fatalf("complete run: %v", err)
+	}
+	if _, err := rs.DeleteTerminalBefore(ctx, time.Now().Add(time.Hour), 1000); err != nil {
+		t.Fatalf("retention: %v", err)
+	}
+	if _, err := ops.Get(ctx, tn, toolop.OperationID("done", "k-done")); !errors.Is(err, toolop.ErrNotFound) {
+		t.Fatalf("operation of a deleted run: err=%v, want ErrNotFound", err)
+	}
+	if as, err := ops.ListApprovals(ctx, tn, "done"); err != nil || len(as) != 0 {
+		t.Fatalf("approvals of a deleted run: %v %v, want none", as, err)
+	}
+	if _, err := ops.Get(ctx, tn, toolop.OperationID("live", "k-live")); err != nil {
+		t.Fatalf("operation of a live run was deleted: %v", err)
+	}
+	if as, err := ops.ListApprovals(ctx, tn, "live"); err != nil || len(as) != 1 {
+		t.Fatalf("approvals of a live run: %v %v, want 1", as, err)
+	}
 }
 
 type clock struct {

@@ -19,6 +19,7 @@ const (
 	envMaxState    = "MEMENTO_MAX_STATE_BYTES"
 	envLogFormat   = "MEMENTO_LOG_FORMAT"
 	envLogLevel    = "MEMENTO_LOG_LEVEL"
+	envRetention   = "MEMENTO_RETENTION"
 	// envPIIRedaction and envPIIKey configure the session redactor and its vault.
 	envPIIRedaction = "MEMENTO_PII_REDACTION"
 	envPIIKey       = "MEMENTO_PII_KEY"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +25,7 @@ type serveFlags struct {
 	maxState                      string
 	logFormat, logLevel           string
 	piiRedaction                  bool
+	retention                     string
 }
 
 func newServeCmd() *cobra.Command {
@@ -49,6 +52,7 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl.StringVar(&f.apiKeys, "api-keys", "", `API keys "key=tenant[:role],..." with role reader, writer (default) or admin (env `+envAPIKeys+`)`)
 	fl.StringVar(&f.maxState, "max-state-bytes", "", "largest run state accepted, in bytes (env "+envMaxState+", default 1048576)")
 	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits)")
+	fl.StringVar(&f.retention, "retention", "", "delete completed, failed and cancelled runs (with their events, checkpoints and operations) this long after their last update, e.g. 720h; empty keeps them (env "+envRetention+")")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
 	return cmd
@@ -82,6 +86,14 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 		cfg.MaxStateBytes = n
 	}
+	var retention time.Duration
+	if v := flagOrEnv(cmd, "retention", f.retention, envRetention, ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("retention %q: want a positive duration such as 720h", v)
+		}
+		retention = d
+	}
 	logger, err := newLogger(cmd,
 		flagOrEnv(cmd, "log-format", f.logFormat, envLogFormat, f.logFormat),
 		flagOrEnv(cmd, "log-level", f.logLevel, envLogLevel, f.logLevel))
@@ -112,6 +124,23 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		logger.Info("embedded backend", "data", eng.Config().DataDir)
 	}
 	logger.Info("sessions", "backend", string(eng.SessionBackend()), "pii_redaction", !cfg.PII.Disabled, "vault_encrypted", eng.Vault.Encrypted())
+	if retention > 0 {
+		// Every instance may run it: the deletes re-check status and age, so
+		// concurrent passes delete each run once.
+		retCtx, stopRetention := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			eng.Runs.RetainEvery(retCtx, retention, min(retention/10, time.Hour), func(n int, err error) {
+				if err != nil {
+					logger.Error("retention", "err", err)
+				} else if n > 0 {
+					logger.Info("retention", "deleted_runs", n, "older_than", retention.String())
+				}
+			})
+		}()
+		defer func() { stopRetention(); <-done }()
+	}
 	return srv.ListenAndServe(ctx, listen)
 }
 

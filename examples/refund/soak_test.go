@@ -34,19 +34,36 @@ func soakKills(t *testing.T) int {
 // worker drives every run to an end, and the invariants are checked: no
 // order refunded twice, no run lost, every run completed or suspended with a
 // reason, every approved order refunded exactly once.
+// It runs on both backends; MEMENTO_SOAK_BACKEND=sqlite|postgres picks one.
 // Rerun: MEMENTO_SOAK_KILLS=500 go test -v -run TestSoakRandomKills ./examples/refund/
-// (MEMENTO_SOAK_BACKEND=postgres for PostgreSQL).
 func TestSoakRandomKills(t *testing.T) {
+	only := os.Getenv("MEMENTO_SOAK_BACKEND")
+	switch only {
+	case "", "sqlite", "postgres":
+	default:
+		t.Fatalf("MEMENTO_SOAK_BACKEND=%q: want sqlite or postgres", only)
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		if only != "" && only != name {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			b := sqliteBackend(t)
+			if name == "postgres" {
+				b = postgresBackend(t)
+			}
+			soak(t, b)
+		})
+	}
+}
+
+func soak(t *testing.T, b backend) {
 	if testing.Short() {
 		t.Log("short mode: 20 kills")
 	}
 	target := soakKills(t)
 	if testing.Short() {
 		target = 20
-	}
-	b := sqliteBackend(t)
-	if os.Getenv("MEMENTO_SOAK_BACKEND") == "postgres" {
-		b = postgresBackend(t)
 	}
 	_, url := startPayments(t, t.TempDir()+"/ledger.jsonl")
 	args := func(orders int) []string {

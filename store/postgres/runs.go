@@ -672,6 +672,10 @@ func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit 
 				DELETE FROM run_events e USING d WHERE e.tenant_id = $1 AND e.run_id = d.run_id
 			), dc AS (
 				DELETE FROM run_checkpoints c USING d WHERE c.tenant_id = $1 AND c.run_id = d.run_id
+			), dop AS (
+				DELETE FROM tool_operations o USING d WHERE o.tenant_id = $1 AND o.run_id = d.run_id
+			), dap AS (
+				DELETE FROM approvals a USING d WHERE a.tenant_id = $1 AND a.run_id = d.run_id
 			)
 			SELECT count(*) FROM d`, tenant, byTenant[tenant], cutoff)
 	}

@@ -613,6 +613,8 @@ func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit 
 			for _, q := range []string{
 				`DELETE FROM run_events WHERE tenant_id = ? AND run_id = ?`,
 				`DELETE FROM run_checkpoints WHERE tenant_id = ? AND run_id = ?`,
+				`DELETE FROM tool_operations WHERE tenant_id = ? AND run_id = ?`,
+				`DELETE FROM approvals WHERE tenant_id = ? AND run_id = ?`,
 				`DELETE FROM runs WHERE tenant_id = ? AND run_id = ?`,
 			} {
 				if _, err := tx.ExecContext(ctx, q, k.tenant, k.run); err != nil {
