@@ -2,69 +2,17 @@ package memento_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/storetest"
 )
-
-func testPostgresURL() string {
-	if u := os.Getenv("MEMENTO_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-// postgresSchema makes a schema of the test's own, dropped at cleanup, and
-// returns a URL whose connections use it.
-func postgresSchema(t *testing.T) string {
-	t.Helper()
-	base := testPostgresURL()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL is required and unreachable at %s (set MEMENTO_TEST_POSTGRES_URL): %v", base, err)
-	}
-	defer func() { _ = admin.Close(context.Background()) }()
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	schema := "memento_t_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer func() { _ = c.Close(context.Background()) }()
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // TestOpenBackends: the engine wires runs to the backend the config names,
 // is ready, keeps data across a reopen, and closes cleanly.
@@ -74,7 +22,7 @@ func TestOpenBackends(t *testing.T) {
 		t.Run(string(backend), func(t *testing.T) {
 			cfg := memento.Config{DataDir: filepath.Join(t.TempDir(), "data"), MaxStateBytes: 64}
 			if backend == memento.BackendPostgres {
-				cfg.PostgresURL = postgresSchema(t)
+				cfg.PostgresURL = storetest.PostgresURL(t)
 			}
 			eng, err := memento.Open(ctx, cfg)
 			if err != nil {

@@ -43,10 +43,11 @@ type CommitConfig struct {
 	// PostgresURL is the database of the PostgreSQL targets and the peer.
 	// The benchmark works in a schema of its own, dropped at the end.
 	PostgresURL string
-	// Duration is the measured time of each measurement (0: DefaultDuration).
+	// Duration is how long each target is measured at each concurrency in
+	// each round, in turns of Slice (0: DefaultDuration).
 	Duration time.Duration
-	// Warmup runs before each measurement, unmeasured (0: Duration/10;
-	// negative: none).
+	// Warmup runs each target, unmeasured, before its turns at each
+	// concurrency in each round (0: Duration/10; negative: none).
 	Warmup time.Duration
 	// Slice is how long one target runs before the next takes its turn
 	// within a measurement (0: DefaultSlice).
@@ -105,12 +106,32 @@ type CommitReport struct {
 // by one goroutine at a time.
 type stepper func(ctx context.Context) error
 
-// target is something whose step commits are measured.
+// sliceFunc measures one turn of about d: the operations completed and the
+// time they took.
+type sliceFunc func(ctx context.Context, d time.Duration) (int64, time.Duration, error)
+
+// target is something whose step commits are measured. It has one of:
 type target struct {
 	name string
 	// prepare makes n runs, each with its lease held, and returns one stepper
 	// per run. Nothing it does is timed.
 	prepare func(ctx context.Context, n int) ([]stepper, error)
+	// open readies c concurrent workers measured elsewhere (the DBOS peer).
+	open func(ctx context.Context, c int) (sliceFunc, error)
+}
+
+// slicer readies the target at concurrency c.
+func (t target) slicer(ctx context.Context, c int) (sliceFunc, error) {
+	if t.open != nil {
+		return t.open(ctx, c)
+	}
+	ss, err := t.prepare(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %d runs: %w", c, err)
+	}
+	return func(ctx context.Context, d time.Duration) (int64, time.Duration, error) {
+		return measure(ctx, ss, d)
+	}, nil
 }
 
 func (c *CommitConfig) fill() error {
@@ -189,13 +210,19 @@ func RunCommit(ctx context.Context, cfg CommitConfig) (rep CommitReport, err err
 		closers = append(closers, sq.close)
 		targets = append(targets, sq.floor(), sq.engine())
 	}
-	var peer *peerRunner
 	if !cfg.Peer.Skip {
-		peer, err = preparePeer(ctx, cfg.Peer, cfg.Progress)
+		peer, err := preparePeer(ctx, cfg.Peer, cfg.Progress)
 		if err != nil {
 			return rep, fmt.Errorf("bench commit: %w", err)
 		}
 		closers = append(closers, peer.close)
+		pp, err := peer.start(ctx, cfg.PostgresURL)
+		if err != nil {
+			return rep, fmt.Errorf("bench commit: %w", err)
+		}
+		closers = append(closers, pp.stop)
+		rep.Peer = &pp.info
+		targets = append(targets, pp.target())
 	}
 
 	rounds := map[string][]float64{} // key: target@concurrency
@@ -208,32 +235,18 @@ func RunCommit(ctx context.Context, cfg CommitConfig) (rep CommitReport, err err
 			}
 			for i, t := range targets {
 				rounds[key(t.name, c)] = append(rounds[key(t.name, c)], res[i])
-				fmt.Fprintf(cfg.Progress, "round %d/%d  %-16s c=%-3d %10.0f commits/s\n", r+1, cfg.Rounds, t.name, c, res[i])
-			}
-		}
-		if peer != nil {
-			pr, err := peer.run(ctx, cfg.PostgresURL, cfg.Concurrency, cfg.Warmup, cfg.Duration)
-			if err != nil {
-				return rep, fmt.Errorf("bench commit: %w", err)
-			}
-			rep.Peer = &pr.info
-			for _, c := range cfg.Concurrency {
-				v, ok := pr.stepsPerSec[c]
-				if !ok {
-					return rep, fmt.Errorf("bench commit: the peer reported no result at concurrency %d", c)
+				unit := "commits/s"
+				if t.name == TargetDBOS {
+					unit = "steps/s"
 				}
-				rounds[key(TargetDBOS, c)] = append(rounds[key(TargetDBOS, c)], v)
-				fmt.Fprintf(cfg.Progress, "round %d/%d  %-16s c=%-3d %10.0f steps/s\n", r+1, cfg.Rounds, TargetDBOS, c, v)
+				fmt.Fprintf(cfg.Progress, "round %d/%d  %-16s c=%-3d %10.0f %s\n", r+1, cfg.Rounds, t.name, c, res[i], unit)
 			}
 		}
 	}
 
-	names := make([]string, 0, len(targets)+1)
+	names := make([]string, 0, len(targets))
 	for _, t := range targets {
 		names = append(names, t.name)
-	}
-	if peer != nil {
-		names = append(names, TargetDBOS)
 	}
 	for _, n := range names {
 		for _, c := range cfg.Concurrency {
@@ -278,15 +291,15 @@ func RunCommit(ctx context.Context, cfg CommitConfig) (rep CommitReport, err err
 // had d: on a shared machine, load that comes and goes then weighs on all
 // targets alike. It returns commits per second per target, in order.
 func measureInterleaved(ctx context.Context, targets []target, c int, warmup, d, slice time.Duration) ([]float64, error) {
-	steppers := make([][]stepper, len(targets))
+	slicers := make([]sliceFunc, len(targets))
 	for i, t := range targets {
-		ss, err := t.prepare(ctx, c)
+		sf, err := t.slicer(ctx, c)
 		if err != nil {
-			return nil, fmt.Errorf("%s at concurrency %d: prepare %d runs: %w", t.name, c, c, err)
+			return nil, fmt.Errorf("%s at concurrency %d: %w", t.name, c, err)
 		}
-		steppers[i] = ss
+		slicers[i] = sf
 		if warmup > 0 {
-			if _, _, err := measure(ctx, ss, warmup); err != nil {
+			if _, _, err := sf(ctx, warmup); err != nil {
 				return nil, fmt.Errorf("%s at concurrency %d: %w", t.name, c, err)
 			}
 		}
@@ -314,7 +327,7 @@ func measureInterleaved(ctx context.Context, targets []target, c int, warmup, d,
 			if sl <= 0 {
 				continue
 			}
-			n, el, err := measure(ctx, steppers[i], sl)
+			n, el, err := slicers[i](ctx, sl)
 			if err != nil {
 				return nil, fmt.Errorf("%s at concurrency %d: %w", targets[i].name, c, err)
 			}
@@ -329,21 +342,23 @@ func measureInterleaved(ctx context.Context, targets []target, c int, warmup, d,
 	return out, nil
 }
 
-// measure runs every stepper in its own goroutine, back to back, for d; no
-// new commit starts after d, and those in flight finish. It returns the
-// commits made and the time from start until the last one finished.
+// measure runs every stepper in its own goroutine, back to back, for d, and
+// counts the commits completed within d; commits in flight at d finish
+// uncounted before it returns. It returns that count and d.
 func measure(ctx context.Context, steppers []stepper, d time.Duration) (int64, time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	start := time.Now()
-	until := start.Add(d)
+	until := time.Now().Add(d)
 	var ops atomic.Int64
 	var wg sync.WaitGroup
 	for _, s := range steppers {
 		wg.Go(func() {
-			for ctx.Err() == nil && time.Now().Before(until) {
+			for ctx.Err() == nil {
 				if err := s(ctx); err != nil {
 					cancel(err)
+					return
+				}
+				if !time.Now().Before(until) {
 					return
 				}
 				ops.Add(1)
@@ -351,15 +366,14 @@ func measure(ctx context.Context, steppers []stepper, d time.Duration) (int64, t
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
 	// Only a failed stepper or the caller cancels before the deferred cancel.
 	if cause := context.Cause(ctx); cause != nil {
 		return 0, 0, cause
 	}
-	return ops.Load(), elapsed, nil
+	return ops.Load(), d, nil
 }
 
-// stepInput is the work of step i of a run: the whole new state (about 160
+// stepInput is the work of step i of a run: the whole new state (about 130
 // bytes of JSON, a typical small agent state), the event payload and the
 // step ids. Every target commits exactly these bytes.
 func stepInput(i int64) (state, payload []byte, stepID, next string) {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -153,4 +154,87 @@ func FindPeerDir() (string, error) {
 		}
 	}
 	return "", errors.New("find DBOS peer: no " + PeerDir + "/go.mod in the working directory or its parents; run from Memento's source tree, pass the peer's directory or binary, or skip the peer")
+}
+
+// peerProc is a peer started in -serve mode: it measures on request, so
+// that DBOS takes its turns among Memento's targets like any other.
+type peerProc struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Scanner
+	stderr *bytes.Buffer
+	info   PeerInfo
+}
+
+// start launches the peer against pgURL and waits until DBOS is ready.
+func (p *peerRunner) start(ctx context.Context, pgURL string) (*peerProc, error) {
+	cmd := exec.CommandContext(ctx, p.bin, "-serve", "-postgres", pgURL, "-steps", strconv.Itoa(p.steps))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("start DBOS peer: %w", err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("start DBOS peer: %w", err)
+	}
+	pp := &peerProc{cmd: cmd, in: in, out: bufio.NewScanner(out), stderr: &bytes.Buffer{}}
+	cmd.Stderr = pp.stderr
+	// Leave time to drop its schema when asked to stop.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start DBOS peer: %w", err)
+	}
+	var ready struct {
+		Ready            bool   `json:"ready"`
+		Peer             string `json:"peer"`
+		Version          string `json:"version"`
+		StepsPerWorkflow int    `json:"steps_per_workflow"`
+	}
+	if err := pp.read(&ready); err != nil || !ready.Ready {
+		pp.stop()
+		return nil, fmt.Errorf("start DBOS peer: not ready: %v: %s", err, strings.TrimSpace(pp.stderr.String()))
+	}
+	pp.info = PeerInfo{Name: ready.Peer, Version: ready.Version, StepsPerWorkflow: ready.StepsPerWorkflow}
+	return pp, nil
+}
+
+func (pp *peerProc) read(v any) error {
+	if !pp.out.Scan() {
+		if err := pp.out.Err(); err != nil {
+			return err
+		}
+		return io.ErrUnexpectedEOF
+	}
+	return json.Unmarshal(pp.out.Bytes(), v)
+}
+
+// measure asks the peer for steps recorded in d at concurrency c.
+func (pp *peerProc) measure(c int, d time.Duration) (int64, time.Duration, error) {
+	if _, err := fmt.Fprintf(pp.in, "measure %d %s\n", c, d); err != nil {
+		return 0, 0, fmt.Errorf("DBOS peer: %w: %s", err, strings.TrimSpace(pp.stderr.String()))
+	}
+	var r struct {
+		Steps   int64   `json:"steps"`
+		Seconds float64 `json:"seconds"`
+	}
+	if err := pp.read(&r); err != nil {
+		return 0, 0, fmt.Errorf("DBOS peer: %w: %s", err, strings.TrimSpace(pp.stderr.String()))
+	}
+	return r.Steps, time.Duration(r.Seconds * float64(time.Second)), nil
+}
+
+// stop closes the peer's input: it shuts DBOS down, drops its schema and exits.
+func (pp *peerProc) stop() {
+	_ = pp.in.Close()
+	_ = pp.cmd.Wait()
+}
+
+// target makes the peer one of the targets measured in turns.
+func (pp *peerProc) target() target {
+	return target{name: TargetDBOS, open: func(ctx context.Context, c int) (sliceFunc, error) {
+		return func(ctx context.Context, d time.Duration) (int64, time.Duration, error) {
+			return pp.measure(c, d)
+		}, nil
+	}}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -72,6 +73,23 @@ type request struct {
 	query  url.Values
 	body   any
 	header http.Header
+}
+
+// itemPath is the path of one item of a collection, /v1/<collection>/<id>,
+// followed by rest (fixed segments, not escaped).
+func itemPath(collection, id string, rest ...string) string {
+	p := "/v1/" + collection + "/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+// revisionHeader is a header (If-Match, If-None-Match) naming the ETag of a revision.
+func revisionHeader(name string, rev int64) http.Header {
+	h := http.Header{}
+	h.Set(name, `"`+strconv.FormatInt(rev, 10)+`"`)
+	return h
 }
 
 // Response is what do reports besides the decoded body.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/server"
 )
@@ -88,10 +89,10 @@ func TestClientAgainstServer(t *testing.T) {
 	// Typed errors: As, Is with the domain sentinel and with an *Error of the same kind.
 	_, err = c.Commit(ctx, id, req)
 	var ce *client.Error
-	if !errors.As(err, &ce) || ce.Status != http.StatusConflict || ce.Kind() != client.KindRevisionConflict || ce.RequestID == "" {
+	if !errors.As(err, &ce) || ce.Status != http.StatusConflict || ce.Kind() != problem.RevisionConflict || ce.RequestID == "" {
 		t.Fatalf("stale commit: %#v", err)
 	}
-	if !errors.Is(err, run.ErrRevisionConflict) || errors.Is(err, run.ErrLeaseLost) || !errors.Is(err, &client.Error{Type: client.ProblemTypeBase + client.KindRevisionConflict}) {
+	if !errors.Is(err, run.ErrRevisionConflict) || errors.Is(err, run.ErrLeaseLost) || !errors.Is(err, &client.Error{Type: problem.TypeBase + problem.RevisionConflict}) {
 		t.Fatalf("errors.Is on %v", err)
 	}
 	if !strings.Contains(err.Error(), "409 revision-conflict") {
@@ -100,10 +101,10 @@ func TestClientAgainstServer(t *testing.T) {
 	// If-Match the client sends must agree with the body; a caller override that disagrees is 412.
 	req.ExpectedRevision = 2
 	_, err = c.Commit(ctx, id, req, client.Header("If-Match", `"1"`))
-	if client.KindOf(err) != client.KindPreconditionFailed || client.StatusOf(err) != http.StatusPreconditionFailed {
+	if client.KindOf(err) != problem.PreconditionFailed || client.StatusOf(err) != http.StatusPreconditionFailed {
 		t.Fatalf("disagreeing If-Match: %v", err)
 	}
-	if _, err := c.GetRun(ctx, "missing"); !errors.Is(err, run.ErrNotFound) || client.KindOf(err) != client.KindRunNotFound {
+	if _, err := c.GetRun(ctx, "missing"); !errors.Is(err, run.ErrNotFound) || client.KindOf(err) != problem.RunNotFound {
 		t.Fatalf("missing run: %v", err)
 	}
 	if client.KindOf(errors.New("plain")) != "" || client.StatusOf(nil) != 0 {
@@ -137,7 +138,7 @@ func TestClientAgainstServer(t *testing.T) {
 		t.Fatalf("early stop: %d", n)
 	}
 	for _, err := range c.Runs(ctx, client.ListRunsOptions{Status: "bogus"}) {
-		if client.KindOf(err) != client.KindInvalidRequest {
+		if client.KindOf(err) != problem.InvalidRequest {
 			t.Fatalf("iterator error: %v", err)
 		}
 	}

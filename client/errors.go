@@ -8,60 +8,39 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mementohq/memento/problem"
+	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/toolop"
 )
 
-// ProblemTypeBase prefixes every problem type URI the server answers.
-const ProblemTypeBase = "https://memento.dev/problems/"
-
-// Problem kinds, the stable tail of the problem type URI.
-const (
-	KindInvalidRequest       = "invalid-request"
-	KindRequestTooLarge      = "request-too-large"
-	KindUnsupportedMediaType = "unsupported-media-type"
-	KindUnauthorized         = "unauthorized"
-	KindForbidden            = "forbidden"
-	KindNotFound             = "not-found"
-	KindMethodNotAllowed     = "method-not-allowed"
-	KindPreconditionFailed   = "precondition-failed"
-	KindInternal             = "internal"
-	KindUnavailable          = "unavailable"
-	KindNotReady             = "not-ready"
-	KindTimeout              = "timeout"
-
-	KindRunNotFound         = "run-not-found"
-	KindAlreadyExists       = "already-exists"
-	KindIdempotencyMismatch = "idempotency-mismatch"
-	KindRevisionConflict    = "revision-conflict"
-	KindLeaseHeld           = "lease-held"
-	KindLeaseLost           = "lease-lost"
-	KindInvalidTransition   = "invalid-transition"
-	KindRunNotActive        = "run-not-active"
-	KindStateTooLarge       = "state-too-large"
-	KindNoMigrationPath     = "no-migration-path"
-	KindSchemaValidation    = "schema-validation"
-	KindCheckpointExists    = "checkpoint-exists"
-	KindCheckpointNotFound  = "checkpoint-not-found"
-	KindRevisionNotFound    = "revision-not-found"
-)
-
-// kindSentinels lets errors.Is(err, run.ErrRevisionConflict) work on an
-// *Error, so code written against the library works against the server.
+// kindSentinels lets errors.Is(err, run.ErrRevisionConflict) (or
+// toolop.ErrDigestMismatch...) work on an *Error, so code written against
+// the library works against the server.
 var kindSentinels = map[string]error{
-	KindRunNotFound:         run.ErrNotFound,
-	KindAlreadyExists:       run.ErrAlreadyExists,
-	KindIdempotencyMismatch: run.ErrIdempotencyMismatch,
-	KindRevisionConflict:    run.ErrRevisionConflict,
-	KindLeaseHeld:           run.ErrLeaseHeld,
-	KindLeaseLost:           run.ErrLeaseLost,
-	KindInvalidTransition:   run.ErrInvalidTransition,
-	KindRunNotActive:        run.ErrRunNotActive,
-	KindStateTooLarge:       run.ErrStateTooLarge,
-	KindNoMigrationPath:     run.ErrNoMigrationPath,
-	KindSchemaValidation:    run.ErrSchemaValidation,
-	KindCheckpointExists:    run.ErrCheckpointExists,
-	KindCheckpointNotFound:  run.ErrCheckpointNotFound,
-	KindRevisionNotFound:    run.ErrRevisionNotFound,
+	problem.RunNotFound:         run.ErrNotFound,
+	problem.AlreadyExists:       run.ErrAlreadyExists,
+	problem.IdempotencyMismatch: run.ErrIdempotencyMismatch,
+	problem.RevisionConflict:    run.ErrRevisionConflict,
+	problem.LeaseHeld:           run.ErrLeaseHeld,
+	problem.LeaseLost:           run.ErrLeaseLost,
+	problem.InvalidTransition:   run.ErrInvalidTransition,
+	problem.RunNotActive:        run.ErrRunNotActive,
+	problem.StateTooLarge:       run.ErrStateTooLarge,
+	problem.NoMigrationPath:     run.ErrNoMigrationPath,
+	problem.SchemaValidation:    run.ErrSchemaValidation,
+	problem.CheckpointExists:    run.ErrCheckpointExists,
+	problem.CheckpointNotFound:  run.ErrCheckpointNotFound,
+	problem.RevisionNotFound:    run.ErrRevisionNotFound,
+
+	problem.OperationNotFound:   toolop.ErrNotFound,
+	problem.DigestMismatch:      toolop.ErrDigestMismatch,
+	problem.OperationTransition: toolop.ErrInvalidTransition,
+	problem.ApprovalNotFound:    toolop.ErrApprovalNotFound,
+	problem.ApprovalExists:      toolop.ErrApprovalExists,
+	problem.ApprovalDecided:     toolop.ErrApprovalDecided,
+	problem.ApprovalExpired:     toolop.ErrApprovalExpired,
+	problem.ResumeRefused:       resume.ErrRefused,
 }
 
 // Error is a problem the server answered (or a non-problem error status).

@@ -11,34 +11,6 @@ import (
 	"github.com/mementohq/memento/toolop"
 )
 
-// Problem kinds of the operation ledger, approvals and resume.
-const (
-	KindOperationNotFound   = "operation-not-found"
-	KindDigestMismatch      = "digest-mismatch"
-	KindOperationTransition = "invalid-operation-transition"
-	KindApprovalNotFound    = "approval-not-found"
-	KindApprovalExists      = "approval-exists"
-	KindApprovalDecided     = "approval-decided"
-	KindApprovalExpired     = "approval-expired"
-	KindResumeRefused       = "resume-refused"
-)
-
-func init() {
-	// errors.Is(err, toolop.ErrDigestMismatch) works on an *Error too.
-	for k, e := range map[string]error{
-		KindOperationNotFound:   toolop.ErrNotFound,
-		KindDigestMismatch:      toolop.ErrDigestMismatch,
-		KindOperationTransition: toolop.ErrInvalidTransition,
-		KindApprovalNotFound:    toolop.ErrApprovalNotFound,
-		KindApprovalExists:      toolop.ErrApprovalExists,
-		KindApprovalDecided:     toolop.ErrApprovalDecided,
-		KindApprovalExpired:     toolop.ErrApprovalExpired,
-		KindResumeRefused:       resume.ErrRefused,
-	} {
-		kindSentinels[k] = e
-	}
-}
-
 // ResumeResult is the answer of a successful resume.
 type ResumeResult struct {
 	Run    run.Run        `json:"run"`
@@ -81,7 +53,7 @@ type PrepareOperation struct {
 // GetOperation returns an operation.
 func (c *Client) GetOperation(ctx context.Context, operationID string) (toolop.Operation, error) {
 	var op toolop.Operation
-	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/operations/" + url.PathEscape(operationID)}, &op)
+	_, err := c.do(ctx, request{method: http.MethodGet, path: itemPath("operations", operationID)}, &op)
 	return op, err
 }
 
@@ -106,7 +78,7 @@ type OperationUpdate struct {
 // failed, unknown, or resolve (an operator settling an in-doubt operation).
 func (c *Client) MarkOperation(ctx context.Context, operationID, transition string, u OperationUpdate) (toolop.Operation, error) {
 	var op toolop.Operation
-	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/operations/" + url.PathEscape(operationID) + "/" + url.PathEscape(transition), body: u}, &op)
+	_, err := c.do(ctx, request{method: http.MethodPost, path: itemPath("operations", operationID, url.PathEscape(transition)), body: u}, &op)
 	return op, err
 }
 
@@ -135,14 +107,14 @@ func (c *Client) Approvals(ctx context.Context, runID string) ([]Approval, error
 // GetApproval returns an approval.
 func (c *Client) GetApproval(ctx context.Context, approvalID string) (Approval, error) {
 	var a Approval
-	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/approvals/" + url.PathEscape(approvalID)}, &a)
+	_, err := c.do(ctx, request{method: http.MethodGet, path: itemPath("approvals", approvalID)}, &a)
 	return a, err
 }
 
 // DecideApproval approves or rejects (needs the admin role when keys are configured).
 func (c *Client) DecideApproval(ctx context.Context, approvalID string, approve bool, by, reason string) (Approval, error) {
 	var a Approval
-	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/approvals/" + url.PathEscape(approvalID) + "/decision", body: map[string]any{
+	_, err := c.do(ctx, request{method: http.MethodPost, path: itemPath("approvals", approvalID, "decision"), body: map[string]any{
 		"approve": approve, "by": by, "reason": reason,
 	}}, &a)
 	return a, err

@@ -11,13 +11,7 @@ import (
 	"github.com/mementohq/memento/run"
 )
 
-func runPath(id string, rest ...string) string {
-	p := "/v1/runs/" + url.PathEscape(id)
-	for _, r := range rest {
-		p += "/" + r
-	}
-	return p
-}
+func runPath(id string, rest ...string) string { return itemPath("runs", id, rest...) }
 
 // CreateRun creates a run. created is false when the server replayed an
 // earlier create under the same IdempotencyKey.
@@ -39,9 +33,7 @@ func (c *Client) GetRun(ctx context.Context, runID string) (run.Run, error) {
 // GetRunIfChanged returns the run unless its revision is still knownRevision,
 // in which case changed is false and no body travels (If-None-Match).
 func (c *Client) GetRunIfChanged(ctx context.Context, runID string, knownRevision int64) (r run.Run, changed bool, err error) {
-	h := http.Header{}
-	h.Set("If-None-Match", `"`+strconv.FormatInt(knownRevision, 10)+`"`)
-	resp, err := c.do(ctx, request{method: http.MethodGet, path: runPath(runID), header: h}, &r)
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: runPath(runID), header: revisionHeader("If-None-Match", knownRevision)}, &r)
 	if err != nil {
 		return run.Run{}, false, err
 	}
@@ -161,12 +153,12 @@ type CommitResult struct {
 // revision is kind revision-conflict, a lost lease lease-lost; both match
 // run.ErrRevisionConflict / run.ErrLeaseLost with errors.Is.
 func (c *Client) Commit(ctx context.Context, runID string, req run.CommitRequest, opts ...CallOption) (CommitResult, error) {
-	h := http.Header{}
+	r := request{method: http.MethodPost, path: runPath(runID, "commit"), body: req}
 	if req.ExpectedRevision > 0 {
-		h.Set("If-Match", `"`+strconv.FormatInt(req.ExpectedRevision, 10)+`"`)
+		r.header = revisionHeader("If-Match", req.ExpectedRevision)
 	}
 	var out CommitResult
-	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(runID, "commit"), body: req, header: h}, &out, opts...)
+	_, err := c.do(ctx, r, &out, opts...)
 	if err != nil {
 		return CommitResult{}, err
 	}

@@ -11,27 +11,20 @@ import (
 	"time"
 
 	"github.com/mementohq/memento/pii"
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/session"
-)
-
-// Problem kinds of the sessions domain.
-const (
-	KindSessionNotFound      = "session-not-found"
-	KindPreconditionRequired = "precondition-required"
-	KindMessageTooLarge      = "message-too-large"
-	KindPIINotFound          = "pii-not-found"
 )
 
 // sessionSentinels lets errors.Is(err, session.ErrPreconditionFailed) work on
 // the answers of session calls, as it does against the library.
 var sessionSentinels = map[string]error{
-	KindSessionNotFound:      session.ErrNotFound,
-	KindPreconditionFailed:   session.ErrPreconditionFailed,
-	KindPreconditionRequired: session.ErrPreconditionRequired,
-	KindStateTooLarge:        session.ErrStateTooLarge,
-	KindMessageTooLarge:      session.ErrMessageTooLarge,
-	KindSchemaValidation:     session.ErrSchemaValidation,
-	KindPIINotFound:          pii.ErrNotFound,
+	problem.SessionNotFound:      session.ErrNotFound,
+	problem.PreconditionFailed:   session.ErrPreconditionFailed,
+	problem.PreconditionRequired: session.ErrPreconditionRequired,
+	problem.StateTooLarge:        session.ErrStateTooLarge,
+	problem.MessageTooLarge:      session.ErrMessageTooLarge,
+	problem.SchemaValidation:     session.ErrSchemaValidation,
+	problem.PIINotFound:          pii.ErrNotFound,
 }
 
 // sessionErr adds the session sentinel of a problem to err, keeping the *Error.
@@ -43,27 +36,15 @@ func sessionErr(err error) error {
 	if s, ok := sessionSentinels[e.Kind()]; ok {
 		return fmt.Errorf("%w (%w)", err, s)
 	}
-	if e.Kind() == KindInvalidRequest && e.Status == http.StatusUnprocessableEntity {
+	if e.Kind() == problem.InvalidRequest && e.Status == http.StatusUnprocessableEntity {
 		return fmt.Errorf("%w (%w)", err, session.ErrInvalidInput)
 	}
 	return err
 }
 
-func sessionPath(id string, rest ...string) string {
-	p := "/v1/sessions/" + url.PathEscape(id)
-	for _, r := range rest {
-		p += "/" + r
-	}
-	return p
-}
+func sessionPath(id string, rest ...string) string { return itemPath("sessions", id, rest...) }
 
 func userQuery(userID string) url.Values { return url.Values{"user_id": {userID}} }
-
-func revisionHeader(name string, rev int64) http.Header {
-	h := http.Header{}
-	h.Set(name, `"`+strconv.FormatInt(rev, 10)+`"`)
-	return h
-}
 
 // PutSessionRequest creates or replaces a session.
 type PutSessionRequest struct {
@@ -182,12 +163,12 @@ func (c *Client) ListSessions(ctx context.Context, userID string, limit int) ([]
 // ResolvePII returns the value behind a reference (needs an admin key).
 func (c *Client) ResolvePII(ctx context.Context, ref string) (pii.Resolved, error) {
 	var r pii.Resolved
-	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/pii/" + url.PathEscape(ref)}, &r)
+	_, err := c.do(ctx, request{method: http.MethodGet, path: itemPath("pii", ref)}, &r)
 	return r, sessionErr(err)
 }
 
 // ForgetPII deletes the value behind a reference (needs an admin key).
 func (c *Client) ForgetPII(ctx context.Context, ref string) error {
-	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/pii/" + url.PathEscape(ref)}, nil)
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: itemPath("pii", ref)}, nil)
 	return sessionErr(err)
 }

@@ -303,6 +303,17 @@ if [[ -f bench/dbospeer/go.mod ]]; then
 	(cd bench/dbospeer && go vet ./... && go build -o /dev/null ./...)
 fi
 
-log "go test -race -count=1 -timeout $GO_TIMEOUT $PACKAGES"
-# shellcheck disable=SC2086 # PACKAGES may name several patterns.
-go test -race -count=1 -timeout "$GO_TIMEOUT" $PACKAGES
+SOAK='^TestSoakRandomKills$'
+if [[ "$PACKAGES" == "./..." ]]; then
+	# The random-kill soak runs on its own below, verbosely, so its kill
+	# count and invariants show in the output.
+	log "go test -race -count=1 -timeout $GO_TIMEOUT -skip $SOAK ./..."
+	go test -race -count=1 -timeout "$GO_TIMEOUT" -skip "$SOAK" ./...
+	log "go test -race -count=1 -v -run $SOAK ./examples/refund/ (SIGKILL soak, both backends)"
+	go test -race -count=1 -timeout "$GO_TIMEOUT" -v -run "$SOAK" ./examples/refund/ |
+		grep -E --line-buffered '^(=== RUN|--- |ok|FAIL|PASS)|^ +(--- |soak|[a-z_]+\.go:[0-9]+:)'
+else
+	log "go test -race -count=1 -timeout $GO_TIMEOUT $PACKAGES"
+	# shellcheck disable=SC2086 # PACKAGES may name several patterns.
+	go test -race -count=1 -timeout "$GO_TIMEOUT" $PACKAGES
+fi

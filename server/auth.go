@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 )
 
@@ -173,14 +174,14 @@ func (s *Server) authenticate(r *http.Request, need Role) (Principal, error) {
 	h := r.Header.Get("Authorization")
 	scheme, key, ok := strings.Cut(h, " ")
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
-		return Principal{}, newError(KindUnauthorized, "an API key is required: Authorization: Bearer <key>")
+		return Principal{}, newError(problem.Unauthorized, "an API key is required: Authorization: Bearer <key>")
 	}
 	p, found := s.keys.Lookup(strings.TrimSpace(key))
 	if !found {
-		return Principal{}, newError(KindUnauthorized, "the API key is not valid")
+		return Principal{}, newError(problem.Unauthorized, "the API key is not valid")
 	}
 	if p.Role < need {
-		return Principal{}, newError(KindForbidden, fmt.Sprintf("this route needs the %s role; the key has %s", need, p.Role))
+		return Principal{}, newError(problem.Forbidden, fmt.Sprintf("this route needs the %s role; the key has %s", need, p.Role))
 	}
 	return p, nil
 }

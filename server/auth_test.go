@@ -13,6 +13,7 @@ import (
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/server"
 )
@@ -85,7 +86,7 @@ func TestAuth(t *testing.T) {
 		if _, err := cr.GetRun(ctx, "shared-id"); err != nil {
 			t.Fatalf("reader get: %v", err)
 		}
-		if _, _, err := cr.CreateRun(ctx, run.CreateRequest{WorkflowName: "w"}); client.KindOf(err) != client.KindForbidden || client.StatusOf(err) != 403 {
+		if _, _, err := cr.CreateRun(ctx, run.CreateRequest{WorkflowName: "w"}); client.KindOf(err) != problem.Forbidden || client.StatusOf(err) != 403 {
 			t.Fatalf("reader create: %v", err)
 		}
 

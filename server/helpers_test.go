@@ -3,30 +3,24 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/server"
+	"github.com/mementohq/memento/storetest"
 )
-
-const defaultTestPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 var backends = []string{"sqlite", "postgres"}
 
@@ -35,55 +29,6 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, backend string)) {
 	for _, b := range backends {
 		t.Run(b, func(t *testing.T) { fn(t, b) })
 	}
-}
-
-func testPostgresURL() string {
-	if u := os.Getenv("MEMENTO_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return defaultTestPostgresURL
-}
-
-// postgresSchema creates a randomly named schema, dropped when the test
-// ends, and returns a connection string whose connections all use it, so
-// tests running at the same time on one server never see each other.
-func postgresSchema(t testing.TB) string {
-	t.Helper()
-	base := testPostgresURL()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL is required and unreachable at %s (set MEMENTO_TEST_POSTGRES_URL): %v", base, err)
-	}
-	defer func() { _ = admin.Close(context.Background()) }()
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	schema := "memento_t_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("PostgreSQL at %s: create schema %s: %v", base, schema, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer func() { _ = c.Close(context.Background()) }()
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("MEMENTO_TEST_POSTGRES_URL must be a postgres:// URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // openEngine opens an engine on a fresh database of the backend; closed at cleanup.
@@ -95,7 +40,7 @@ func openEngine(t testing.TB, backend string, cfg memento.Config) *memento.Engin
 	switch backend {
 	case "sqlite":
 	case "postgres":
-		cfg.PostgresURL = postgresSchema(t)
+		cfg.PostgresURL = storetest.PostgresURL(t)
 	default:
 		t.Fatalf("unknown backend %q", backend)
 	}
@@ -147,10 +92,16 @@ type envOptions struct {
 
 func newEnv(t testing.TB, backend string, o envOptions) *testEnv {
 	t.Helper()
-	eng := openEngine(t, backend, o.cfg)
+	return serveEngine(t, openEngine(t, backend, o.cfg), o.keys, o.apiKey)
+}
+
+// serveEngine serves eng over HTTP with keys (MEMENTO_API_KEYS syntax); the
+// env's client sends apiKey. The server log is printed if the test fails.
+func serveEngine(t testing.TB, eng *memento.Engine, apiKeys, apiKey string) *testEnv {
+	t.Helper()
 	logs := &syncBuffer{}
 	keys := server.NewKeySet()
-	if err := server.ParseAPIKeys(keys, o.keys); err != nil {
+	if err := server.ParseAPIKeys(keys, apiKeys); err != nil {
 		t.Fatalf("keys: %v", err)
 	}
 	srv, err := server.New(server.Options{
@@ -169,8 +120,8 @@ func newEnv(t testing.TB, backend string, o envOptions) *testEnv {
 		}
 	})
 	var opts []client.Option
-	if o.apiKey != "" {
-		opts = append(opts, client.WithAPIKey(o.apiKey))
+	if apiKey != "" {
+		opts = append(opts, client.WithAPIKey(apiKey))
 	}
 	c, err := client.New(hs.URL, opts...)
 	if err != nil {
@@ -199,7 +150,7 @@ func (r rawResponse) problem(t testing.TB) server.Problem {
 	if p.Status != r.status {
 		t.Fatalf("problem status %d != response status %d", p.Status, r.status)
 	}
-	if !strings.HasPrefix(p.Type, server.ProblemTypeBase) || p.Title == "" {
+	if !strings.HasPrefix(p.Type, problem.TypeBase) || p.Title == "" {
 		t.Fatalf("problem without a proper type/title: %s", r.body)
 	}
 	return p

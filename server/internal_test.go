@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/mementohq/memento/problem"
 )
 
 // TestPanicBecomesProblem: a panicking handler answers a 500 problem and is
@@ -27,7 +29,7 @@ func TestPanicBecomesProblem(t *testing.T) {
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, httptest.NewRequest("GET", "/boom", nil))
 		var p Problem
-		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 500 || p.Kind() != KindInternal || p.RequestID == "" {
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 500 || p.Kind() != problem.Internal || p.RequestID == "" {
 			t.Fatalf("panic answer: %d %s", rec.Code, rec.Body.String())
 		}
 		if strings.Contains(rec.Body.String(), "secret-value") {
@@ -50,13 +52,13 @@ func TestIfMatchRevision(t *testing.T) {
 		{`"3"`, 0, 3, ""},
 		{`*`, 4, 4, ""},
 		{` "2", "3" `, 3, 3, ""},
-		{`"2", "3"`, 0, 0, KindInvalidRequest},
-		{`"3"`, 4, 0, KindPreconditionFailed},
-		{`W/"3"`, 3, 0, KindPreconditionFailed},
-		{`3`, 3, 0, KindPreconditionFailed},
-		{`"0"`, 0, 0, KindPreconditionFailed},
-		{`"-1"`, 0, 0, KindPreconditionFailed},
-		{`""`, 0, 0, KindPreconditionFailed},
+		{`"2", "3"`, 0, 0, problem.InvalidRequest},
+		{`"3"`, 4, 0, problem.PreconditionFailed},
+		{`W/"3"`, 3, 0, problem.PreconditionFailed},
+		{`3`, 3, 0, problem.PreconditionFailed},
+		{`"0"`, 0, 0, problem.PreconditionFailed},
+		{`"-1"`, 0, 0, problem.PreconditionFailed},
+		{`""`, 0, 0, problem.PreconditionFailed},
 	}
 	for _, c := range cases {
 		got, err := ifMatchRevision(c.header, c.expected)

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/mementohq/memento/problem"
 )
 
 // decodeJSON reads a request body into dst strictly: a JSON object, no
@@ -22,16 +24,12 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) err
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			// Strict on purpose: a browser can send form or text bodies
 			// cross-site without a CORS preflight, JSON it cannot.
-			return newError(KindUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not JSON; send Content-Type: application/json (with curl: --json, or -H 'Content-Type: application/json')", ct))
+			return newError(problem.UnsupportedMediaType, fmt.Sprintf("Content-Type %q is not JSON; send Content-Type: application/json (with curl: --json, or -H 'Content-Type: application/json')", ct))
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	body, err := s.readBody(w, r, "; keep large payloads in an artifact store and put a digest and URI in the state")
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return newError(KindRequestTooLarge, fmt.Sprintf("the request body exceeds %d bytes; keep large payloads in an artifact store and put a digest and URI in the state", mbe.Limit))
-		}
-		return fmt.Errorf("read request body: %w", err)
+		return err
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -52,6 +50,20 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) err
 		return badRequest("unexpected data after the JSON object")
 	}
 	return nil
+}
+
+// readBody reads the request body, at most s.maxBody bytes: a longer one is
+// a 413 problem whose detail ends with hint.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hint string) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, newError(problem.RequestTooLarge, fmt.Sprintf("the request body exceeds %d bytes%s", mbe.Limit, hint))
+		}
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	return body, nil
 }
 
 func syntaxDetail(b []byte) string {
@@ -115,7 +127,7 @@ func jsonTypeName(goType string) string {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeProblem(w, Problem{Type: ProblemTypeBase + KindInternal, Title: "Internal server error", Status: 500, Detail: "cannot encode the response"})
+		writeProblem(w, Problem{Type: problem.TypeBase + problem.Internal, Title: "Internal server error", Status: 500, Detail: "cannot encode the response"})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/mementohq/memento/problem"
 )
 
 // The API document is composed at startup from one fragment per domain
@@ -127,8 +129,8 @@ type problemEntry struct {
 // can see the stable kinds in the document itself.
 func problemCatalogue() []problemEntry {
 	var out []problemEntry
-	for k, v := range kinds {
-		out = append(out, problemEntry{Type: ProblemTypeBase + k, Title: v.title, Status: v.status})
+	for k, v := range problem.All() {
+		out = append(out, problemEntry{Type: problem.Type(k), Title: v.Title, Status: v.Status})
 	}
 	slices.SortFunc(out, func(a, b problemEntry) int { return strings.Compare(a.Type, b.Type) })
 	return out

@@ -10,6 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/server"
 )
 
@@ -111,7 +112,7 @@ func TestOpenAPIRouteCoverage(t *testing.T) {
 		t.Fatalf("x-problem-types lists %d kinds, the server has %d", len(cat.Types), len(kinds))
 	}
 	for _, pt := range cat.Types {
-		k := strings.TrimPrefix(pt.Type, server.ProblemTypeBase)
+		k := strings.TrimPrefix(pt.Type, problem.TypeBase)
 		if kinds[k] != pt.Status {
 			t.Errorf("problem %s: status %d in the document, %d in the server", k, pt.Status, kinds[k])
 		}

@@ -8,45 +8,21 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 )
 
-// Problem kinds of the operation ledger, approvals and resume.
-const (
-	KindOperationNotFound    = "operation-not-found"
-	KindDigestMismatch       = "digest-mismatch"
-	KindOperationTransition  = "invalid-operation-transition"
-	KindApprovalNotFound     = "approval-not-found"
-	KindApprovalExists       = "approval-exists"
-	KindApprovalDecided      = "approval-decided"
-	KindApprovalExpired      = "approval-expired"
-	KindResumeRefused        = "resume-refused"
-	KindOperationUnsupported = "unsupported-operation-transition"
-)
-
-var operationKinds = map[string]problemKind{
-	KindOperationNotFound:    {http.StatusNotFound, "Operation not found"},
-	KindDigestMismatch:       {http.StatusConflict, "Operation id reused with a different request digest"},
-	KindOperationTransition:  {http.StatusConflict, "Operation status transition not allowed"},
-	KindApprovalNotFound:     {http.StatusNotFound, "Approval not found"},
-	KindApprovalExists:       {http.StatusConflict, "Approval id reused with a different request"},
-	KindApprovalDecided:      {http.StatusConflict, "Approval already decided"},
-	KindApprovalExpired:      {http.StatusConflict, "Approval expired"},
-	KindResumeRefused:        {http.StatusUnprocessableEntity, "Resume refused by a verification check"},
-	KindOperationUnsupported: {http.StatusNotFound, "No such operation transition"},
-}
-
 var operationSentinels = []sentinel{
-	{toolop.ErrNotFound, KindOperationNotFound, 0},
-	{toolop.ErrDigestMismatch, KindDigestMismatch, 0},
-	{toolop.ErrInvalidTransition, KindOperationTransition, 0},
-	{toolop.ErrInvalidInput, KindInvalidRequest, http.StatusUnprocessableEntity},
-	{toolop.ErrApprovalNotFound, KindApprovalNotFound, 0},
-	{toolop.ErrApprovalExists, KindApprovalExists, 0},
-	{toolop.ErrApprovalDecided, KindApprovalDecided, 0},
-	{toolop.ErrApprovalExpired, KindApprovalExpired, 0},
+	{toolop.ErrNotFound, problem.OperationNotFound, 0},
+	{toolop.ErrDigestMismatch, problem.DigestMismatch, 0},
+	{toolop.ErrInvalidTransition, problem.OperationTransition, 0},
+	{toolop.ErrInvalidInput, problem.InvalidRequest, http.StatusUnprocessableEntity},
+	{toolop.ErrApprovalNotFound, problem.ApprovalNotFound, 0},
+	{toolop.ErrApprovalExists, problem.ApprovalExists, 0},
+	{toolop.ErrApprovalDecided, problem.ApprovalDecided, 0},
+	{toolop.ErrApprovalExpired, problem.ApprovalExpired, 0},
 }
 
 func (s *Server) operationRoutes() []Route {
@@ -83,13 +59,9 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	ttl := DefaultLeaseTTL
-	if req.TTLMs != 0 {
-		if req.TTLMs < run.MinLeaseTTL.Milliseconds() || req.TTLMs > run.MaxLeaseTTL.Milliseconds() {
-			return &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity,
-				detail: "ttl_ms must be between " + strconv.FormatInt(run.MinLeaseTTL.Milliseconds(), 10) + " and " + strconv.FormatInt(run.MaxLeaseTTL.Milliseconds(), 10)}
-		}
-		ttl = time.Duration(req.TTLMs) * time.Millisecond
+	ttl, err := leaseTTL(req.TTLMs)
+	if err != nil {
+		return err
 	}
 	if err := run.ValidID("owner", req.Owner); err != nil {
 		return err
@@ -98,17 +70,13 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	res, err := v.Resume(r.Context(), resume.Request{TenantID: tenant(r), RunID: runID(r), Owner: req.Owner, LeaseTTL: ttl, ExpectedRevision: req.ExpectedRevision})
 	if errors.Is(err, resume.ErrRefused) {
 		ri := infoOf(r)
-		k := kinds[KindResumeRefused]
-		ri.problem = KindResumeRefused
+		k, _ := problem.Lookup(problem.ResumeRefused)
+		ri.problem = problem.ResumeRefused
 		body := resumeRefusal{
-			Problem:     Problem{Type: ProblemTypeBase + KindResumeRefused, Title: k.title, Status: k.status, Detail: res.Reason, Instance: r.URL.Path, RequestID: ri.id},
+			Problem:     Problem{Type: problem.Type(problem.ResumeRefused), Title: k.Title, Status: k.Status, Detail: res.Reason, Instance: r.URL.Path, RequestID: ri.id},
 			FailedCheck: res.FailedCheck, Checks: res.Checks, Run: res.Run,
 		}
-		b, _ := json.Marshal(body)
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.WriteHeader(k.status)
-		_, _ = w.Write(append(b, '\n'))
+		writeProblemBody(w, k.Status, body)
 		return nil
 	}
 	if err != nil {
@@ -141,11 +109,11 @@ func (s *Server) prepareOperation(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	if rn.Status.Terminal() {
-		return &apiError{kind: KindRunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; it takes no new operations"}
+		return &apiError{kind: problem.RunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; it takes no new operations"}
 	}
 	if req.OperationID == "" {
 		if req.BusinessKey == "" {
-			return &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity, detail: "name operation_id or business_key"}
+			return unprocessable("name operation_id or business_key")
 		}
 		req.OperationID = toolop.OperationID(rn.RunID, req.BusinessKey)
 	}
@@ -171,9 +139,6 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
 	ops, err := s.eng.Ops.List(r.Context(), tenant(r), runID(r))
 	if err != nil {
 		return err
-	}
-	if ops == nil {
-		ops = []toolop.Operation{}
 	}
 	writeJSON(w, http.StatusOK, listOf(ops, ""))
 	return nil
@@ -222,11 +187,11 @@ func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) err
 		op, err = s.eng.Ops.MarkUnknown(ctx, tn, id, req.Error)
 	case "resolve":
 		if p, _ := PrincipalFrom(ctx); s.keys.Len() > 0 && p.Role < RoleAdmin {
-			return newError(KindForbidden, "resolving an operation by hand needs the admin role")
+			return newError(problem.Forbidden, "resolving an operation by hand needs the admin role")
 		}
 		op, err = s.eng.Ops.Resolve(ctx, tn, id, toolop.Resolution{Outcome: req.Outcome, ExternalRef: req.ExternalRef, Result: req.Result, Error: req.Error, By: req.By, Reason: req.Reason})
 	default:
-		return newError(KindOperationUnsupported, "transition "+strconv.Quote(tr)+" is not one of started, succeeded, failed, unknown, resolve")
+		return newError(problem.OperationUnsupported, "transition "+strconv.Quote(tr)+" is not one of started, succeeded, failed, unknown, resolve")
 	}
 	if err != nil {
 		return err
@@ -265,7 +230,7 @@ func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.TTLMs <= 0 || req.TTLMs > toolop.MaxApprovalTTL.Milliseconds() {
-		return &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity, detail: "ttl_ms must be positive and at most " + strconv.FormatInt(toolop.MaxApprovalTTL.Milliseconds(), 10)}
+		return unprocessable("ttl_ms must be positive and at most %d", toolop.MaxApprovalTTL.Milliseconds())
 	}
 	a, created, err := s.eng.Ops.RequestApproval(r.Context(), tenant(r), toolop.ApprovalRequest{
 		ApprovalID: req.ApprovalID, RunID: rn.RunID, StepID: req.StepID, RequestDigest: req.RequestDigest,

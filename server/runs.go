@@ -9,61 +9,27 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 )
 
-// Problem kinds of the runs domain.
-const (
-	KindRunNotFound         = "run-not-found"
-	KindAlreadyExists       = "already-exists"
-	KindIdempotencyMismatch = "idempotency-mismatch"
-	KindRevisionConflict    = "revision-conflict"
-	KindLeaseHeld           = "lease-held"
-	KindLeaseLost           = "lease-lost"
-	KindInvalidTransition   = "invalid-transition"
-	KindRunNotActive        = "run-not-active"
-	KindStateTooLarge       = "state-too-large"
-	KindNoMigrationPath     = "no-migration-path"
-	KindSchemaValidation    = "schema-validation"
-	KindCheckpointExists    = "checkpoint-exists"
-	KindCheckpointNotFound  = "checkpoint-not-found"
-	KindRevisionNotFound    = "revision-not-found"
-)
-
-var runKinds = map[string]problemKind{
-	KindRunNotFound:         {http.StatusNotFound, "Run not found"},
-	KindAlreadyExists:       {http.StatusConflict, "Already exists"},
-	KindIdempotencyMismatch: {http.StatusUnprocessableEntity, "Idempotency key reused with a different request"},
-	KindRevisionConflict:    {http.StatusConflict, "Revision conflict"},
-	KindLeaseHeld:           {http.StatusConflict, "Lease held by another owner"},
-	KindLeaseLost:           {http.StatusConflict, "Lease lost"},
-	KindInvalidTransition:   {http.StatusUnprocessableEntity, "Invalid status transition"},
-	KindRunNotActive:        {http.StatusConflict, "Run is not active"},
-	KindStateTooLarge:       {http.StatusRequestEntityTooLarge, "State too large"},
-	KindNoMigrationPath:     {http.StatusUnprocessableEntity, "No migration path"},
-	KindSchemaValidation:    {http.StatusUnprocessableEntity, "State does not match its schema"},
-	KindCheckpointExists:    {http.StatusConflict, "Checkpoint already exists"},
-	KindCheckpointNotFound:  {http.StatusNotFound, "Checkpoint not found"},
-	KindRevisionNotFound:    {http.StatusNotFound, "Revision not found"},
-}
-
 var runSentinels = []sentinel{
-	{run.ErrNotFound, KindRunNotFound, 0},
-	{run.ErrAlreadyExists, KindAlreadyExists, 0},
-	{run.ErrIdempotencyMismatch, KindIdempotencyMismatch, 0},
-	{run.ErrRevisionConflict, KindRevisionConflict, 0},
-	{run.ErrLeaseHeld, KindLeaseHeld, 0},
-	{run.ErrLeaseLost, KindLeaseLost, 0},
-	{run.ErrInvalidTransition, KindInvalidTransition, 0},
-	{run.ErrRunNotActive, KindRunNotActive, 0},
-	{run.ErrStateTooLarge, KindStateTooLarge, 0},
+	{run.ErrNotFound, problem.RunNotFound, 0},
+	{run.ErrAlreadyExists, problem.AlreadyExists, 0},
+	{run.ErrIdempotencyMismatch, problem.IdempotencyMismatch, 0},
+	{run.ErrRevisionConflict, problem.RevisionConflict, 0},
+	{run.ErrLeaseHeld, problem.LeaseHeld, 0},
+	{run.ErrLeaseLost, problem.LeaseLost, 0},
+	{run.ErrInvalidTransition, problem.InvalidTransition, 0},
+	{run.ErrRunNotActive, problem.RunNotActive, 0},
+	{run.ErrStateTooLarge, problem.StateTooLarge, 0},
 	// Well-formed JSON the domain refuses: 422, where malformed JSON is 400.
-	{run.ErrInvalidInput, KindInvalidRequest, http.StatusUnprocessableEntity},
-	{run.ErrNoMigrationPath, KindNoMigrationPath, 0},
-	{run.ErrSchemaValidation, KindSchemaValidation, 0},
-	{run.ErrCheckpointExists, KindCheckpointExists, 0},
-	{run.ErrCheckpointNotFound, KindCheckpointNotFound, 0},
-	{run.ErrRevisionNotFound, KindRevisionNotFound, 0},
+	{run.ErrInvalidInput, problem.InvalidRequest, http.StatusUnprocessableEntity},
+	{run.ErrNoMigrationPath, problem.NoMigrationPath, 0},
+	{run.ErrSchemaValidation, problem.SchemaValidation, 0},
+	{run.ErrCheckpointExists, problem.CheckpointExists, 0},
+	{run.ErrCheckpointNotFound, problem.CheckpointNotFound, 0},
+	{run.ErrRevisionNotFound, problem.RevisionNotFound, 0},
 }
 
 // DefaultLeaseTTL applies when a lease request names no ttl_ms.
@@ -137,13 +103,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	etag := revisionETag(rn.StateRevision)
-	w.Header().Set("ETag", etag)
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagListMatches(inm, etag, true) {
-		w.WriteHeader(http.StatusNotModified)
-		return nil
-	}
-	writeJSON(w, http.StatusOK, rn)
+	writeJSONTagged(w, r, revisionETag(rn.StateRevision), rn)
 	return nil
 }
 
@@ -188,19 +148,26 @@ type ReleaseRequest struct {
 	Lease run.Lease `json:"lease"`
 }
 
+// leaseTTL reads a request's ttl_ms: 0 means DefaultLeaseTTL.
+func leaseTTL(ms int64) (time.Duration, error) {
+	if ms == 0 {
+		return DefaultLeaseTTL, nil
+	}
+	// Range-check in milliseconds first so a huge value cannot overflow a Duration.
+	if ms < run.MinLeaseTTL.Milliseconds() || ms > run.MaxLeaseTTL.Milliseconds() {
+		return 0, unprocessable("ttl_ms must be between %d and %d", run.MinLeaseTTL.Milliseconds(), run.MaxLeaseTTL.Milliseconds())
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
 func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	var req LeaseRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	ttl := DefaultLeaseTTL
-	if req.TTLMs != 0 {
-		// Range-check in milliseconds first so a huge value cannot overflow a Duration.
-		if req.TTLMs < run.MinLeaseTTL.Milliseconds() || req.TTLMs > run.MaxLeaseTTL.Milliseconds() {
-			return &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity,
-				detail: fmt.Sprintf("ttl_ms must be between %d and %d", run.MinLeaseTTL.Milliseconds(), run.MaxLeaseTTL.Milliseconds())}
-		}
-		ttl = time.Duration(req.TTLMs) * time.Millisecond
+	ttl, err := leaseTTL(req.TTLMs)
+	if err != nil {
+		return err
 	}
 	l, err := s.eng.Runs.AcquireLease(r.Context(), tenant(r), runID(r), req.Owner, req.Epoch, ttl)
 	if err != nil {
@@ -271,7 +238,7 @@ func ifMatchRevision(header string, expected int64) (int64, error) {
 		tag = strings.TrimSpace(tag)
 		rev, ok := parseRevisionETag(tag)
 		if !ok {
-			return 0, newError(KindPreconditionFailed, fmt.Sprintf("If-Match %q is not a revision ETag of this API (a quoted integer such as \"3\"; weak tags never match)", tag))
+			return 0, newError(problem.PreconditionFailed, fmt.Sprintf("If-Match %q is not a revision ETag of this API (a quoted integer such as \"3\"; weak tags never match)", tag))
 		}
 		revs = append(revs, rev)
 	}
@@ -286,7 +253,7 @@ func ifMatchRevision(header string, expected int64) (int64, error) {
 			return expected, nil
 		}
 	}
-	return 0, newError(KindPreconditionFailed, fmt.Sprintf("If-Match %s does not agree with expected_revision %d", header, expected))
+	return 0, newError(problem.PreconditionFailed, fmt.Sprintf("If-Match %s does not agree with expected_revision %d", header, expected))
 }
 
 // parseRevisionETag reads a strong ETag made by revisionETag.
@@ -299,6 +266,17 @@ func parseRevisionETag(tag string) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// writeJSONTagged answers 200 with v and its etag, or 304 with no body when
+// If-None-Match already names etag.
+func writeJSONTagged(w http.ResponseWriter, r *http.Request, etag string, v any) {
+	w.Header().Set("ETag", etag)
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagListMatches(inm, etag, true) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // etagListMatches reports whether a header's ETag list names etag; weak

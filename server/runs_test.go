@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 )
 
@@ -44,7 +45,7 @@ func TestRunFlow(t *testing.T) {
 		other.State = json.RawMessage(`{"order":"o-2"}`)
 		other.RunID = ""
 		_, _, err = e.c.CreateRun(ctx, other, client.IdempotencyKey("k-1"))
-		if client.KindOf(err) != client.KindIdempotencyMismatch || client.StatusOf(err) != http.StatusUnprocessableEntity {
+		if client.KindOf(err) != problem.IdempotencyMismatch || client.StatusOf(err) != http.StatusUnprocessableEntity {
 			t.Fatalf("same key, other body: %v", err)
 		}
 		_, _, err = e.c.CreateRun(ctx, create)
@@ -133,11 +134,11 @@ func TestRunFlow(t *testing.T) {
 			t.Fatalf("checkpoint current: %+v %v", cp, err)
 		}
 		_, err = e.c.CreateCheckpoint(ctx, "flow-1", "latest", 2)
-		if client.KindOf(err) != client.KindCheckpointExists || client.StatusOf(err) != http.StatusConflict {
+		if client.KindOf(err) != problem.CheckpointExists || client.StatusOf(err) != http.StatusConflict {
 			t.Fatalf("duplicate checkpoint: %v", err)
 		}
 		_, err = e.c.CreateCheckpoint(ctx, "flow-1", "future", 99)
-		if client.KindOf(err) != client.KindRevisionNotFound {
+		if client.KindOf(err) != problem.RevisionNotFound {
 			t.Fatalf("checkpoint of a missing revision: %v", err)
 		}
 		res = e.do(t, "GET", "/v1/runs/flow-1/checkpoints", nil, nil)
@@ -258,7 +259,7 @@ func TestCommitStaleRevision(t *testing.T) {
 		// The client surfaces the same as a typed error matching the sentinel.
 		_, err := e.c.Commit(ctx, r.RunID, commitReq(1, l, "step-b", `{"b":2}`))
 		var ce *client.Error
-		if !errors.As(err, &ce) || ce.Kind() != client.KindRevisionConflict || !errors.Is(err, run.ErrRevisionConflict) || errors.Is(err, run.ErrLeaseLost) {
+		if !errors.As(err, &ce) || ce.Kind() != problem.RevisionConflict || !errors.Is(err, run.ErrRevisionConflict) || errors.Is(err, run.ErrLeaseLost) {
 			t.Fatalf("client error: %#v", err)
 		}
 		before.assertSame(t, e.snapshot(t, r.RunID))

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/problem"
 )
 
 // Options configure a Server.
@@ -258,9 +259,9 @@ func (s *Server) serveUnmatched(w http.ResponseWriter, r *http.Request) {
 	h.ServeHTTP(cw, r)
 	switch cw.status {
 	case http.StatusNotFound, http.StatusMethodNotAllowed:
-		kind, detail := KindNotFound, "no route matches "+r.URL.Path
+		kind, detail := problem.NotFound, "no route matches "+r.URL.Path
 		if cw.status == http.StatusMethodNotAllowed {
-			kind = KindMethodNotAllowed
+			kind = problem.MethodNotAllowed
 			detail = fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, cw.header.Get("Allow"))
 			w.Header().Set("Allow", cw.header.Get("Allow"))
 		}

@@ -2,9 +2,7 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -13,35 +11,21 @@ import (
 	"time"
 
 	"github.com/mementohq/memento/pii"
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/session"
 )
 
-// Problem kinds of the sessions domain.
-const (
-	KindSessionNotFound      = "session-not-found"
-	KindPreconditionRequired = "precondition-required"
-	KindMessageTooLarge      = "message-too-large"
-	KindPIINotFound          = "pii-not-found"
-)
-
-var sessionKinds = map[string]problemKind{
-	KindSessionNotFound:      {http.StatusNotFound, "Session not found"},
-	KindPreconditionRequired: {http.StatusPreconditionRequired, "Precondition required"},
-	KindMessageTooLarge:      {http.StatusRequestEntityTooLarge, "Message too large"},
-	KindPIINotFound:          {http.StatusNotFound, "Personal data reference not found"},
-}
-
 var sessionSentinels = []sentinel{
 	// Missing, expired, another user's or another tenant's: one answer.
-	{session.ErrNotFound, KindSessionNotFound, 0},
-	{session.ErrPreconditionFailed, KindPreconditionFailed, 0},
-	{session.ErrPreconditionRequired, KindPreconditionRequired, 0},
-	{session.ErrStateTooLarge, KindStateTooLarge, 0},
-	{session.ErrMessageTooLarge, KindMessageTooLarge, 0},
-	{session.ErrSchemaValidation, KindSchemaValidation, 0},
-	{session.ErrInvalidInput, KindInvalidRequest, http.StatusUnprocessableEntity},
-	{pii.ErrNotFound, KindPIINotFound, 0},
-	{pii.ErrInvalidRef, KindInvalidRequest, http.StatusUnprocessableEntity},
+	{session.ErrNotFound, problem.SessionNotFound, 0},
+	{session.ErrPreconditionFailed, problem.PreconditionFailed, 0},
+	{session.ErrPreconditionRequired, problem.PreconditionRequired, 0},
+	{session.ErrStateTooLarge, problem.StateTooLarge, 0},
+	{session.ErrMessageTooLarge, problem.MessageTooLarge, 0},
+	{session.ErrSchemaValidation, problem.SchemaValidation, 0},
+	{session.ErrInvalidInput, problem.InvalidRequest, http.StatusUnprocessableEntity},
+	{pii.ErrNotFound, problem.PIINotFound, 0},
+	{pii.ErrInvalidRef, problem.InvalidRequest, http.StatusUnprocessableEntity},
 }
 
 func (s *Server) sessionRoutes() []Route {
@@ -90,8 +74,7 @@ type SessionPutRequest struct {
 func (s *Server) sessionTTL(seconds int64) (time.Duration, error) {
 	maxTTL := s.eng.Sessions.Options().MaxTTL
 	if seconds < 0 || seconds > int64(maxTTL/time.Second) {
-		return 0, &apiError{kind: KindInvalidRequest, status: http.StatusUnprocessableEntity,
-			detail: fmt.Sprintf("ttl_seconds must be between 1 and %d (0 or absent means the default, %d)", int64(maxTTL/time.Second), int64(s.eng.Sessions.Options().DefaultTTL/time.Second))}
+		return 0, unprocessable("ttl_seconds must be between 1 and %d (0 or absent means the default, %d)", int64(maxTTL/time.Second), int64(s.eng.Sessions.Options().DefaultTTL/time.Second))
 	}
 	return time.Duration(seconds) * time.Second, nil
 }
@@ -100,11 +83,11 @@ func (s *Server) sessionTTL(seconds int64) (time.Duration, error) {
 func singleRevision(header string) (int64, error) {
 	header = strings.TrimSpace(header)
 	if header == "*" {
-		return 0, newError(KindPreconditionRequired, `If-Match: * does not name a revision; send the ETag of the session you read, e.g. If-Match: "3"`)
+		return 0, newError(problem.PreconditionRequired, `If-Match: * does not name a revision; send the ETag of the session you read, e.g. If-Match: "3"`)
 	}
 	rev, ok := parseRevisionETag(header)
 	if !ok {
-		return 0, newError(KindPreconditionFailed, fmt.Sprintf("If-Match %q is not one revision ETag of this API (a quoted integer such as \"3\")", header))
+		return 0, newError(problem.PreconditionFailed, fmt.Sprintf("If-Match %q is not one revision ETag of this API (a quoted integer such as \"3\")", header))
 	}
 	return rev, nil
 }
@@ -147,14 +130,8 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	etag := revisionETag(ss.Revision)
-	w.Header().Set("ETag", etag)
 	w.Header().Set("Cache-Control", "private, no-cache")
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagListMatches(inm, etag, true) {
-		w.WriteHeader(http.StatusNotModified)
-		return nil
-	}
-	writeJSON(w, http.StatusOK, ss)
+	writeJSONTagged(w, r, revisionETag(ss.Revision), ss)
 	return nil
 }
 
@@ -163,18 +140,10 @@ func (s *Server) readPatch(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/merge-patch+json" && mt != "application/json") {
-			return nil, newError(KindUnsupportedMediaType, fmt.Sprintf("Content-Type %q: send application/merge-patch+json (RFC 7386) or application/json", ct))
+			return nil, newError(problem.UnsupportedMediaType, fmt.Sprintf("Content-Type %q: send application/merge-patch+json (RFC 7386) or application/json", ct))
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, newError(KindRequestTooLarge, fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit))
-		}
-		return nil, fmt.Errorf("read request body: %w", err)
-	}
-	return body, nil
+	return s.readBody(w, r, "")
 }
 
 func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
@@ -184,7 +153,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	im := r.Header.Get("If-Match")
 	if im == "" {
-		return newError(KindPreconditionRequired, `a session patch needs If-Match with the revision it was computed from, e.g. If-Match: "3" (the ETag of GET)`)
+		return newError(problem.PreconditionRequired, `a session patch needs If-Match with the revision it was computed from, e.g. If-Match: "3" (the ETag of GET)`)
 	}
 	rev, err := singleRevision(im)
 	if err != nil {

@@ -2,14 +2,9 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,20 +14,14 @@ import (
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/client"
-	"github.com/mementohq/memento/server"
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/sqlite"
+	"github.com/mementohq/memento/storetest"
 )
 
 // sessionBackends are the stores sessions can live on.
 var sessionBackends = []string{"sqlite", "redis"}
-
-func testRedisURL() string {
-	if u := os.Getenv("MEMENTO_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
 
 // sessionEnv is a server whose sessions live on backend, reached with a
 // writer key and an admin key of one random tenant, so tests sharing a
@@ -52,33 +41,12 @@ const (
 
 func newSessionEnv(t *testing.T, backend string, sessOpts session.Options) *sessionEnv {
 	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	tenant := "t-" + hex.EncodeToString(b)
+	tenant := storetest.RandomID("t-")
 	cfg := memento.Config{DataDir: t.TempDir(), Sessions: sessOpts}
 	var rdb *goredis.Client
 	if backend == "redis" {
-		cfg.RedisURL = testRedisURL()
-		opts, err := goredis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			t.Fatalf("MEMENTO_TEST_REDIS_URL: %v", err)
-		}
-		rdb = goredis.NewClient(opts)
-		if err := rdb.Ping(t.Context()).Err(); err != nil {
-			t.Fatalf("Redis is required and unreachable at %s (set MEMENTO_TEST_REDIS_URL): %v", cfg.RedisURL, err)
-		}
-		t.Cleanup(func() {
-			ctx := context.Background()
-			var keys []string
-			iter := rdb.Scan(ctx, 0, "memento:{t:"+tenant+":*", 500).Iterator()
-			for iter.Next(ctx) {
-				keys = append(keys, iter.Val())
-			}
-			if len(keys) > 0 {
-				rdb.Del(ctx, keys...)
-			}
-			rdb.Close()
-		})
+		rdb, cfg.RedisURL = storetest.RedisClient(t)
+		storetest.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -94,26 +62,12 @@ func newSessionEnv(t *testing.T, backend string, sessOpts session.Options) *sess
 	if string(eng.SessionBackend()) != backend {
 		t.Fatalf("session backend %s, want %s", eng.SessionBackend(), backend)
 	}
-	logs := &syncBuffer{}
-	keys := server.NewKeySet()
-	if err := server.ParseAPIKeys(keys, writerKey+"="+tenant+":writer,"+adminKey+"="+tenant+":admin"); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Options{Engine: eng, Keys: keys,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	e := serveEngine(t, eng, writerKey+"="+tenant+":writer,"+adminKey+"="+tenant+":admin", writerKey)
+	admin, err := client.New(e.http.URL, client.WithAPIKey(adminKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	c, _ := client.New(hs.URL, client.WithAPIKey(writerKey))
-	admin, _ := client.New(hs.URL, client.WithAPIKey(adminKey))
-	return &sessionEnv{testEnv: &testEnv{eng: eng, srv: srv, http: hs, c: c, logs: logs}, tenant: tenant, dataDir: cfg.DataDir, admin: admin, rdb: rdb}
+	return &sessionEnv{testEnv: e, tenant: tenant, dataDir: cfg.DataDir, admin: admin, rdb: rdb}
 }
 
 func auth(key string, more ...string) map[string]string {
@@ -176,7 +130,7 @@ func TestSessionTTLOverHTTP(t *testing.T) {
 			{"DELETE", "/v1/sessions/s1?user_id=u1", nil, w},
 		} {
 			r := e.do(t, c.method, c.path, c.body, c.hdr)
-			expectProblem(t, r, http.StatusNotFound, server.KindSessionNotFound)
+			expectProblem(t, r, http.StatusNotFound, problem.SessionNotFound)
 		}
 		list := e.do(t, "GET", "/v1/sessions?user_id=u1", nil, w)
 		if list.status != 200 || !strings.Contains(string(list.body), `"items":[]`) {
@@ -198,7 +152,7 @@ func TestSessionStaleIfMatch(t *testing.T) {
 		}
 		before := e.do(t, "GET", "/v1/sessions/s?user_id=u", nil, w)
 		stale := e.do(t, "PATCH", "/v1/sessions/s?user_id=u", `{"a":3,"d":1}`, auth(writerKey, "If-Match", `"1"`, "Content-Type", "application/merge-patch+json"))
-		expectProblem(t, stale, http.StatusPreconditionFailed, server.KindPreconditionFailed)
+		expectProblem(t, stale, http.StatusPreconditionFailed, problem.PreconditionFailed)
 		after := e.do(t, "GET", "/v1/sessions/s?user_id=u", nil, w)
 		if string(after.body) != string(before.body) || after.header.Get("ETag") != `"2"` {
 			t.Fatalf("a stale patch changed the session:\nbefore %s\nafter  %s", before.body, after.body)
@@ -206,13 +160,13 @@ func TestSessionStaleIfMatch(t *testing.T) {
 		if s := decodeSession(t, after); !strings.Contains(string(s.State), `"a":2`) || strings.Contains(string(s.State), `"d"`) {
 			t.Fatalf("state after stale patch: %s", s.State)
 		}
-		expectProblem(t, e.do(t, "PATCH", "/v1/sessions/s?user_id=u", `{"a":3}`, w), http.StatusPreconditionRequired, server.KindPreconditionRequired)
-		expectProblem(t, e.do(t, "PATCH", "/v1/sessions/s?user_id=u", `{"a":3}`, auth(writerKey, "If-Match", `"2"`, "Content-Type", "text/plain")), http.StatusUnsupportedMediaType, server.KindUnsupportedMediaType)
+		expectProblem(t, e.do(t, "PATCH", "/v1/sessions/s?user_id=u", `{"a":3}`, w), http.StatusPreconditionRequired, problem.PreconditionRequired)
+		expectProblem(t, e.do(t, "PATCH", "/v1/sessions/s?user_id=u", `{"a":3}`, auth(writerKey, "If-Match", `"2"`, "Content-Type", "text/plain")), http.StatusUnsupportedMediaType, problem.UnsupportedMediaType)
 		if r := e.do(t, "GET", "/v1/sessions/s?user_id=u", nil, auth(writerKey, "If-None-Match", `"2"`)); r.status != http.StatusNotModified {
 			t.Fatalf("If-None-Match with the current ETag: %d", r.status)
 		}
 		// A stale conditional PUT is refused the same way.
-		expectProblem(t, e.do(t, "PUT", "/v1/sessions/s", map[string]any{"user_id": "u", "state": map[string]any{}}, auth(writerKey, "If-Match", `"1"`)), http.StatusPreconditionFailed, server.KindPreconditionFailed)
+		expectProblem(t, e.do(t, "PUT", "/v1/sessions/s", map[string]any{"user_id": "u", "state": map[string]any{}}, auth(writerKey, "If-Match", `"1"`)), http.StatusPreconditionFailed, problem.PreconditionFailed)
 		if r := e.do(t, "PUT", "/v1/sessions/s", map[string]any{"user_id": "u", "state": map[string]any{"z": 1}}, auth(writerKey, "If-Match", `"2"`)); r.status != 200 || r.header.Get("ETag") != `"3"` {
 			t.Fatalf("conditional put at the current revision: %d %s", r.status, r.body)
 		}
@@ -253,13 +207,13 @@ func TestSessionOtherUser(t *testing.T) {
 			foreign := e.do(t, c.method, path("s", "mallory"), body, w)
 			same(missing, foreign)
 		}
-		expectProblem(t, e.do(t, "PATCH", "/v1/sessions/s?user_id=mallory", `{"x":1}`, auth(writerKey, "If-Match", `"1"`)), http.StatusNotFound, server.KindSessionNotFound)
-		expectProblem(t, e.do(t, "PUT", "/v1/sessions/s", map[string]any{"user_id": "mallory", "state": map[string]any{}}, w), http.StatusNotFound, server.KindSessionNotFound)
+		expectProblem(t, e.do(t, "PATCH", "/v1/sessions/s?user_id=mallory", `{"x":1}`, auth(writerKey, "If-Match", `"1"`)), http.StatusNotFound, problem.SessionNotFound)
+		expectProblem(t, e.do(t, "PUT", "/v1/sessions/s", map[string]any{"user_id": "mallory", "state": map[string]any{}}, w), http.StatusNotFound, problem.SessionNotFound)
 		r := e.do(t, "GET", "/v1/sessions/s?user_id=alice", nil, w)
 		if s := decodeSession(t, r); r.status != 200 || s.Revision != 1 || s.MessageCount != 0 || !strings.Contains(string(s.State), "A-1") {
 			t.Fatalf("alice's session after mallory's attempts: %d %s", r.status, r.body)
 		}
-		expectProblem(t, e.do(t, "GET", "/v1/sessions/s", nil, w), http.StatusBadRequest, server.KindInvalidRequest)
+		expectProblem(t, e.do(t, "GET", "/v1/sessions/s", nil, w), http.StatusBadRequest, problem.InvalidRequest)
 	})
 }
 
@@ -304,7 +258,7 @@ func TestSessionCapOverHTTP(t *testing.T) {
 		if err != nil || len(since) != 2 || since[0].Content != "three" {
 			t.Fatalf("since the first kept message: %+v %v", since, err)
 		}
-		expectProblem(t, e.do(t, "GET", "/v1/sessions/s/messages?user_id=u&since=yesterday", nil, auth(writerKey)), http.StatusBadRequest, server.KindInvalidRequest)
+		expectProblem(t, e.do(t, "GET", "/v1/sessions/s/messages?user_id=u&since=yesterday", nil, auth(writerKey)), http.StatusBadRequest, problem.InvalidRequest)
 	})
 }
 
@@ -380,12 +334,12 @@ func TestSessionPIIStoredAsReferences(t *testing.T) {
 		if res := e.do(t, "GET", "/v1/pii/"+ref, nil, auth(adminKey)); res.header.Get("Cache-Control") != "no-store" {
 			t.Fatalf("resolve answer is cacheable: %v", res.header)
 		}
-		expectProblem(t, e.do(t, "GET", "/v1/pii/pii:card:abcdefghijklmnopqrstuvwxyz", nil, auth(adminKey)), http.StatusNotFound, server.KindPIINotFound)
-		expectProblem(t, e.do(t, "GET", "/v1/pii/nonsense", nil, auth(adminKey)), http.StatusUnprocessableEntity, server.KindInvalidRequest)
+		expectProblem(t, e.do(t, "GET", "/v1/pii/pii:card:abcdefghijklmnopqrstuvwxyz", nil, auth(adminKey)), http.StatusNotFound, problem.PIINotFound)
+		expectProblem(t, e.do(t, "GET", "/v1/pii/nonsense", nil, auth(adminKey)), http.StatusUnprocessableEntity, problem.InvalidRequest)
 		if err := e.admin.ForgetPII(ctx, ref); err != nil {
 			t.Fatalf("forget: %v", err)
 		}
-		if _, err := e.admin.ResolvePII(ctx, ref); client.KindOf(err) != server.KindPIINotFound {
+		if _, err := e.admin.ResolvePII(ctx, ref); client.KindOf(err) != problem.PIINotFound {
 			t.Fatalf("resolve after forget: %v", err)
 		}
 		for _, secret := range []string{card, email} {
@@ -437,7 +391,7 @@ func TestSessionClientRoundTrip(t *testing.T) {
 		}
 		huge := session.MessageInput{Role: "user", Content: strings.Repeat("b", session.DefaultMaxMessageBytes+1)}
 		e.c.PutSession(ctx, "s", client.PutSessionRequest{UserID: "u"})
-		if _, err := e.c.AppendMessages(ctx, "s", "u", huge); client.KindOf(err) != server.KindMessageTooLarge || client.StatusOf(err) != 413 {
+		if _, err := e.c.AppendMessages(ctx, "s", "u", huge); client.KindOf(err) != problem.MessageTooLarge || client.StatusOf(err) != 413 {
 			t.Fatalf("oversized message: %v, want 413 message-too-large", err)
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/mementohq/memento/problem"
 )
 
 // systemRoutes are the operational endpoints, open without an API key.
@@ -29,7 +31,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	if err := s.eng.Ready(ctx); err != nil {
 		s.log.Warn("not ready", "request_id", infoOf(r).id, "error", err.Error())
-		return newError(KindNotReady, err.Error())
+		return newError(problem.NotReady, err.Error())
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "backend": string(s.eng.Backend())})
 	return nil

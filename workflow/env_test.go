@@ -2,19 +2,14 @@ package workflow_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
+	"github.com/mementohq/memento/storetest"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -36,42 +31,11 @@ func sqliteEnv(t *testing.T) env {
 }
 
 func postgresEnv(t *testing.T) env {
-	base := os.Getenv("MEMENTO_TEST_POSTGRES_URL")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL is required at %s: %v", base, err)
-	}
-	defer conn.Close(ctx)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "memento_t_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	db, err := postgres.Open(ctx, base+sep+"search_path="+schema)
+	db, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}
-	t.Cleanup(func() {
-		db.Close()
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	t.Cleanup(db.Close) // registered after the schema's cleanup, so it runs first
 	return env{runs: run.NewService(db, run.Options{}), ops: toolop.NewService(db, nil)}
 }
 

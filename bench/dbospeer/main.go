@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,15 +28,12 @@ const dbosModule = "github.com/dbos-inc/dbos-transact-golang"
 // Result is one measurement at one concurrency.
 type Result struct {
 	Concurrency int     `json:"concurrency"`
-	Workflows   int64   `json:"workflows"`
 	Steps       int64   `json:"steps"`
 	Seconds     float64 `json:"seconds"`
 	StepsPerSec float64 `json:"steps_per_sec"`
-	// WorkflowsPerSec counts whole workflows (start, steps, completion).
-	WorkflowsPerSec float64 `json:"workflows_per_sec"`
 }
 
-// Report is what the program prints on stdout.
+// Report is what the one-shot mode prints on stdout.
 type Report struct {
 	Peer             string   `json:"peer"`
 	Version          string   `json:"version"`
@@ -48,10 +46,11 @@ type options struct {
 	url         string
 	schema      string
 	duration    time.Duration
+	warmup      time.Duration
 	steps       int
 	concurrency []int
 	keep        bool
-	warmup      time.Duration
+	serve       bool
 }
 
 func main() {
@@ -64,6 +63,7 @@ func main() {
 	flag.IntVar(&o.steps, "steps", 10, "no-op steps per workflow")
 	flag.StringVar(&conc, "concurrency", "1,16", "comma-separated numbers of concurrent workflow runners")
 	flag.BoolVar(&o.keep, "keep", false, "keep the schema and its tables at exit")
+	flag.BoolVar(&o.serve, "serve", false, `measure on request: print a "ready" JSON line, then answer each stdin line "measure C DURATION" with a JSON result line; exit at end of input`)
 	flag.Parse()
 	for _, s := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -84,14 +84,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rep, err := run(ctx, o)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "dbospeer: %v\n", err)
-		os.Exit(1)
-	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
+	if err := run(ctx, o, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "dbospeer: %v\n", err)
 		os.Exit(1)
 	}
@@ -104,19 +97,30 @@ func envOr(k, def string) string {
 	return def
 }
 
+// counting is the window in which recorded steps are counted: the steps
+// of every workflow, whichever goroutine runs it, land in one counter.
+var counting struct {
+	until atomic.Int64 // unix nanoseconds; steps recorded before it count
+	steps atomic.Int64
+}
+
 func noop(context.Context) (int, error) { return 0, nil }
 
-// The workflow's step count comes from its input, so one registration serves every run.
+// workflow runs its input's number of no-op steps. A step counts once
+// RunAsStep has returned, that is once DBOS has checkpointed its outcome.
 func workflow(ctx dbos.Context, steps int) (int, error) {
 	for i := 0; i < steps; i++ {
 		if _, err := dbos.RunAsStep(ctx, noop, dbos.WithStepName("noop")); err != nil {
 			return i, fmt.Errorf("step %d: %w", i, err)
 		}
+		if time.Now().UnixNano() < counting.until.Load() {
+			counting.steps.Add(1)
+		}
 	}
 	return steps, nil
 }
 
-func run(ctx context.Context, o options) (rep Report, err error) {
+func run(ctx context.Context, o options, in io.Reader, out io.Writer) (err error) {
 	if !o.keep {
 		// Drop what DBOS created even if it failed half way.
 		defer func() {
@@ -132,42 +136,86 @@ func run(ctx context.Context, o options) (rep Report, err error) {
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
-		return rep, fmt.Errorf("open DBOS on %s: %w", redact(o.url), err)
+		return fmt.Errorf("open DBOS on %s: %w", redact(o.url), err)
 	}
 	defer dbos.Shutdown(dctx, 10*time.Second)
 	dbos.RegisterWorkflow(dctx, workflow)
 	if err := dbos.Launch(dctx); err != nil {
-		return rep, fmt.Errorf("launch DBOS: %w", err)
+		return fmt.Errorf("launch DBOS: %w", err)
 	}
-	rep = Report{Peer: dbosModule, Version: dbosVersion(), StepsPerWorkflow: o.steps, Schema: o.schema}
+	enc := json.NewEncoder(out)
+	if o.serve {
+		return serve(ctx, dctx, o, in, enc)
+	}
+	rep := Report{Peer: dbosModule, Version: dbosVersion(), StepsPerWorkflow: o.steps, Schema: o.schema}
 	for _, c := range o.concurrency {
 		if o.warmup > 0 {
 			if _, err := measure(dctx, c, o.steps, o.warmup); err != nil {
-				return rep, err
+				return err
 			}
 		}
 		r, err := measure(dctx, c, o.steps, o.duration)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		rep.Results = append(rep.Results, r)
 	}
-	return rep, nil
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// serve answers measurement requests one line at a time, so that a caller
+// can interleave DBOS with its own measurements in short turns.
+func serve(ctx context.Context, dctx dbos.Context, o options, in io.Reader, enc *json.Encoder) error {
+	ready := map[string]any{"ready": true, "peer": dbosModule, "version": dbosVersion(), "steps_per_workflow": o.steps, "schema": o.schema}
+	if err := enc.Encode(ready); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 3 || f[0] != "measure" {
+			return fmt.Errorf("bad request %q: want \"measure C DURATION\"", sc.Text())
+		}
+		c, err := strconv.Atoi(f[1])
+		if err != nil || c < 1 {
+			return fmt.Errorf("bad concurrency in %q", sc.Text())
+		}
+		d, err := time.ParseDuration(f[2])
+		if err != nil || d <= 0 {
+			return fmt.Errorf("bad duration in %q", sc.Text())
+		}
+		r, err := measure(dctx, c, o.steps, d)
+		if err != nil {
+			return err
+		}
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 // measure runs c workers, each starting workflows one after another and
-// waiting for each to finish, until d has passed; a workflow counts if it
-// finished within d.
+// waiting for each, for d; it counts the steps recorded within d and then
+// waits for the workflows in flight to finish (uncounted).
 func measure(dctx dbos.Context, c, steps int, d time.Duration) (Result, error) {
-	var wfs atomic.Int64
 	var firstErr error
 	var once sync.Once
-	deadline := time.Now().Add(d)
 	start := time.Now()
+	until := start.Add(d)
+	counting.steps.Store(0)
+	counting.until.Store(until.UnixNano())
 	var wg sync.WaitGroup
 	for w := 0; w < c; w++ {
 		wg.Go(func() {
-			for time.Now().Before(deadline) {
+			for time.Now().Before(until) {
 				h, err := dbos.RunWorkflow(dctx, workflow, steps)
 				if err == nil {
 					_, err = h.GetResult()
@@ -176,9 +224,6 @@ func measure(dctx dbos.Context, c, steps int, d time.Duration) (Result, error) {
 					once.Do(func() { firstErr = err })
 					return
 				}
-				if time.Now().Before(deadline) {
-					wfs.Add(1)
-				}
 			}
 		})
 	}
@@ -186,16 +231,8 @@ func measure(dctx dbos.Context, c, steps int, d time.Duration) (Result, error) {
 	if firstErr != nil {
 		return Result{}, fmt.Errorf("run workflow at concurrency %d: %w", c, firstErr)
 	}
-	secs := min(time.Since(start), d).Seconds()
-	n := wfs.Load()
-	return Result{
-		Concurrency:     c,
-		Workflows:       n,
-		Steps:           n * int64(steps),
-		Seconds:         secs,
-		StepsPerSec:     float64(n*int64(steps)) / secs,
-		WorkflowsPerSec: float64(n) / secs,
-	}, nil
+	n := counting.steps.Load()
+	return Result{Concurrency: c, Steps: n, Seconds: d.Seconds(), StepsPerSec: float64(n) / d.Seconds()}, nil
 }
 
 func dropSchema(ctx context.Context, url, schema string) error {

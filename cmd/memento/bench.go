@@ -58,12 +58,12 @@ committer on its own run with its lease held, for:
   dbos              DBOS Transact for Go, workflows of no-op steps (bench/dbospeer,
                     built with the go command from the source tree, or --dbos-bin)
 
-Within a round, at each concurrency, the targets take turns of --slice until
-each has run --duration, so that load from elsewhere on the machine weighs on
-all of them alike; DBOS runs after them in each round, in its own process. The
-median of the rounds is reported, with the ratios engine/floor, http/floor,
-sqlite engine/sqlite floor and Memento/DBOS, each the median of its per-round
-ratios. Everything runs in schemas and directories of its own that
+Within a round, at each concurrency, the targets (DBOS too, in its own process
+on request) take turns of --slice until each has run --duration, so that load
+from elsewhere on the machine weighs on all of them alike. A turn counts what
+completed within it. The median of the rounds is reported, with the ratios
+engine/floor, http/floor, sqlite engine/sqlite floor and Memento/DBOS, each the
+median of its per-round ratios. Everything runs in schemas and directories of its own that
 are removed at the end. Progress goes to stderr, the report to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchCommit(cmd, f) },

@@ -174,16 +174,26 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestServe starts `memento serve` on a free loopback port, talks to it, and
-// stops it the way a signal would (its context ends): it drains and returns.
-func TestServe(t *testing.T) {
+// serveLog is the part of a `memento serve` JSON log line the tests read.
+type serveLog struct {
+	Msg     string `json:"msg"`
+	Addr    string `json:"addr"`
+	Backend string `json:"backend"`
+}
+
+// startServe runs `memento serve` in-process on a free loopback port with
+// JSON logs and extra args, until it listens. It returns the address, the
+// log lines up to then, and stop, which ends serve's context the way a
+// signal would and fails t unless serve returns nil within 30s.
+func startServe(t *testing.T, args ...string) (addr string, logs []serveLog, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	pr, pw := io.Pipe()
 	root := newRootCmd()
 	root.SetOut(io.Discard)
 	root.SetErr(pw)
-	root.SetArgs([]string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-format", "json"})
+	root.SetArgs(append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...))
 	done := make(chan error, 1)
 	go func() {
 		err := root.ExecuteContext(ctx)
@@ -192,29 +202,58 @@ func TestServe(t *testing.T) {
 	}()
 	// Read log lines until the server says where it listens; keep draining
 	// afterwards so logging never blocks on the pipe.
-	addrc := make(chan string, 1)
+	type listening struct {
+		addr string
+		logs []serveLog
+	}
+	ready := make(chan listening, 1)
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
+		var seen []serveLog
+		sent := false
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			var line struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
+			var line serveLog
+			if sent || json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
 			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
-				addrc <- line.Addr
+			seen = append(seen, line)
+			if line.Msg == "listening" {
+				ready <- listening{line.Addr, seen}
+				sent = true
 			}
 		}
 	}()
-	var addr string
 	select {
-	case addr = <-addrc:
+	case l := <-ready:
+		addr, logs = l.addr, l.logs
 	case err := <-done:
 		t.Fatalf("serve exited early: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not start listening within 30s")
 	}
+	stop = func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("serve after shutdown: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not stop within 30s of its context ending")
+		}
+		<-drained
+	}
+	return addr, logs, stop
+}
+
+// TestServe starts `memento serve` on a free loopback port, talks to it, and
+// stops it the way a signal would (its context ends): it drains and returns.
+func TestServe(t *testing.T) {
+	addr, _, stop := startServe(t, "--data", t.TempDir())
+	ctx := t.Context()
 	c, err := client.New("http://" + addr)
 	if err != nil {
 		t.Fatal(err)
@@ -225,16 +264,7 @@ func TestServe(t *testing.T) {
 	if _, _, err := c.CreateRun(ctx, run.CreateRequest{WorkflowName: "w"}); err != nil {
 		t.Fatalf("create through serve: %v", err)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve after shutdown: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop within 30s of its context ending")
-	}
-	<-drained
+	stop()
 	if err := c.Health(context.Background()); err == nil {
 		t.Fatal("server still answers after shutdown")
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,18 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printState writes a state document indented under a "state:" heading,
+// as it came when it is not valid JSON.
+func printState(w io.Writer, state json.RawMessage) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, state, "", "  "); err != nil {
+		buf.Reset()
+		buf.Write(state)
+	}
+	_, err := fmt.Fprintf(w, "\nstate:\n%s\n", buf.String())
+	return err
 }
 
 // table writes aligned columns; the first row is the header.

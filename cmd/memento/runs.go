@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -136,13 +134,7 @@ func printRun(cmd *cobra.Command, r run.Run) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, r.State, "", "  "); err != nil {
-		buf.Reset()
-		buf.Write(r.State)
-	}
-	_, err := fmt.Fprintf(out, "\nstate:\n%s\n", buf.String())
-	return err
+	return printState(out, r.State)
 }
 
 func newRunsEventsCmd(cf *clientFlags) *cobra.Command {

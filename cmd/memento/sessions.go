@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mementohq/memento/client"
 	"github.com/mementohq/memento/session"
 )
 
@@ -27,11 +26,12 @@ admin key (GET /v1/pii/{ref}).`,
 	return cmd
 }
 
-func requireUser(user string) error {
+// sessionClient checks that --user is set, then builds the API client.
+func sessionClient(cmd *cobra.Command, cf *clientFlags, user string) (*client.Client, error) {
 	if user == "" {
-		return fmt.Errorf("--user is required: a session is bound to its user")
+		return nil, fmt.Errorf("--user is required: a session is bound to its user")
 	}
-	return nil
+	return cf.client(cmd)
 }
 
 func newSessionsLsCmd(cf *clientFlags) *cobra.Command {
@@ -44,10 +44,7 @@ func newSessionsLsCmd(cf *clientFlags) *cobra.Command {
 		Short: "List a user's live sessions, most recently active first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireUser(user); err != nil {
-				return err
-			}
-			c, err := cf.client(cmd)
+			c, err := sessionClient(cmd, cf, user)
 			if err != nil {
 				return err
 			}
@@ -84,10 +81,7 @@ func newSessionsShowCmd(cf *clientFlags) *cobra.Command {
 		Short: "Show a session: state, summary and its latest messages",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireUser(user); err != nil {
-				return err
-			}
-			c, err := cf.client(cmd)
+			c, err := sessionClient(cmd, cf, user)
 			if err != nil {
 				return err
 			}
@@ -128,12 +122,9 @@ func newSessionsShowCmd(cf *clientFlags) *cobra.Command {
 			if err := t.flush(); err != nil {
 				return err
 			}
-			var pretty bytes.Buffer
-			if json.Indent(&pretty, s.State, "", "  ") != nil {
-				pretty.Reset()
-				pretty.Write(s.State)
+			if err := printState(out, s.State); err != nil {
+				return err
 			}
-			fmt.Fprintf(out, "\nstate:\n%s\n", pretty.String())
 			if len(ms) > 0 {
 				fmt.Fprintln(out)
 				mt := newTable(out, "SEQ", "ROLE", "TIME", "CONTENT")
@@ -157,10 +148,7 @@ func newSessionsRmCmd(cf *clientFlags) *cobra.Command {
 		Short: "Close a session: its state, messages and summary are deleted",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireUser(user); err != nil {
-				return err
-			}
-			c, err := cf.client(cmd)
+			c, err := sessionClient(cmd, cf, user)
 			if err != nil {
 				return err
 			}

@@ -1,22 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"io"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mementohq/memento/client"
 	"github.com/mementohq/memento/session"
+	"github.com/mementohq/memento/storetest"
 )
 
 func TestSessionsCommands(t *testing.T) {
@@ -61,71 +54,24 @@ func TestSessionsCommands(t *testing.T) {
 
 // TestServeRedisSessions: `serve --redis URL` keeps sessions in Redis.
 func TestServeRedisSessions(t *testing.T) {
-	redisURL := os.Getenv("MEMENTO_TEST_REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
-	opts, err := goredis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := goredis.NewClient(opts)
-	defer rdb.Close()
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Fatalf("Redis is required and unreachable at %s (set MEMENTO_TEST_REDIS_URL): %v", redisURL, err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	sid, user := "cli-"+hex.EncodeToString(b), "u-"+hex.EncodeToString(b)
+	rdb, redisURL := storetest.RedisClient(t)
+	h := storetest.RandomID("")
+	sid, user := "cli-"+h, "u-"+h
 	tag := "memento:{t:default:s:" + sid + "}"
 	index := "memento:{t:default:u:" + user + "}:ix"
 	defer rdb.Del(context.Background(), tag, index)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	root := newRootCmd()
-	root.SetOut(io.Discard)
-	root.SetErr(pw)
-	root.SetArgs([]string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--redis", redisURL, "--log-format", "json"})
-	done := make(chan error, 1)
-	go func() {
-		err := root.ExecuteContext(ctx)
-		_ = pw.CloseWithError(io.EOF)
-		done <- err
-	}()
-	addrc, backendc := make(chan string, 1), make(chan string, 1)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			var line struct {
-				Msg     string `json:"msg"`
-				Addr    string `json:"addr"`
-				Backend string `json:"backend"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil {
-				switch line.Msg {
-				case "listening":
-					addrc <- line.Addr
-				case "sessions":
-					backendc <- line.Backend
-				}
-			}
+	addr, logs, stop := startServe(t, "--data", t.TempDir(), "--redis", redisURL)
+	backend := ""
+	for _, l := range logs {
+		if l.Msg == "sessions" {
+			backend = l.Backend
 		}
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("serve exited early: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start listening within 30s")
 	}
-	if b := <-backendc; b != "redis" {
-		t.Fatalf("session backend logged as %q, want redis", b)
+	if backend != "redis" {
+		t.Fatalf("session backend logged as %q, want redis", backend)
 	}
+	ctx := t.Context()
 	c, _ := client.New("http://" + addr)
 	if _, _, err := c.PutSession(ctx, sid, client.PutSessionRequest{UserID: user, State: json.RawMessage(`{"a":1}`)}); err != nil {
 		t.Fatalf("put through serve: %v", err)
@@ -133,14 +79,5 @@ func TestServeRedisSessions(t *testing.T) {
 	if st, err := rdb.HGet(ctx, tag, "st").Result(); err != nil || st != `{"a":1}` {
 		t.Fatalf("the session is not in Redis: %q %v", st, err)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve after shutdown: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop within 30s")
-	}
-	<-drained
+	stop()
 }

@@ -3,8 +3,6 @@ package refund_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/examples/refund"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/storetest"
 )
 
 var (
@@ -205,38 +202,7 @@ func sqliteBackend(t *testing.T) backend {
 
 func postgresBackend(t *testing.T) backend {
 	t.Helper()
-	base := os.Getenv("MEMENTO_TEST_POSTGRES_URL")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL is required at %s: %v", base, err)
-	}
-	defer conn.Close(ctx)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "memento_t_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	url := base + sep + "search_path=" + schema
+	url := storetest.PostgresURL(t)
 	return backend{name: "postgres", args: []string{"--postgres", url}, cfg: memento.Config{PostgresURL: url}}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/storetest"
 )
 
 // Quick checks of the commit hot path. BenchmarkCommit* go through
@@ -22,8 +23,8 @@ const benchState = `{"order_id":"o-123","amount_cents":4200,"currency":"EUR","st
 
 func openBenchDB(b *testing.B) *DB {
 	b.Helper()
-	_, conn := newTestSchema(b)
-	db, err := Open(context.Background(), withParam(conn, "pool_max_conns", "16"))
+	conn := storetest.WithPostgresParam(storetest.PostgresURL(b), "pool_max_conns", "16")
+	db, err := Open(context.Background(), conn)
 	if err != nil {
 		b.Fatalf("open postgres store: %v", err)
 	}

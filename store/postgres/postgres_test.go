@@ -65,7 +65,7 @@ func commitReq(rev int64, l run.Lease, n int) run.StoreCommit {
 }
 
 func TestMigrationsLandInTestSchema(t *testing.T) {
-	schema, conn := newTestSchema(t)
+	schema, conn := storetest.PostgresSchema(t)
 	ctx := ctxT(t)
 	// Several instances starting at once serialize on the advisory lock.
 	var wg sync.WaitGroup
@@ -132,8 +132,10 @@ func TestMigrationsLandInTestSchema(t *testing.T) {
 
 func TestOpenFailsOnMissingSchema(t *testing.T) {
 	ctx := ctxT(t)
-	_, _ = newTestSchema(t) // fails the test with a clear message when PostgreSQL is down
-	db, err := Open(ctx, withSearchPath(testURL(), "memento_t_does_not_exist"))
+	// PostgresURL fails the test with a clear message when PostgreSQL is
+	// down; its search_path is then pointed at a schema nobody created.
+	conn := storetest.WithPostgresParam(storetest.PostgresURL(t), "search_path", "memento_t_does_not_exist")
+	db, err := Open(ctx, conn)
 	if err == nil {
 		db.Close()
 		t.Fatal("Open with a search_path naming no existing schema succeeded; want an error")
@@ -507,12 +509,12 @@ func TestRetentionAndListing(t *testing.T) {
 }
 
 func TestPoolSize(t *testing.T) {
-	_, conn := newTestSchema(t)
+	conn := storetest.PostgresURL(t)
 	ctx := ctxT(t)
 	for _, tc := range []struct {
 		conn string
 		want int32
-	}{{conn, DefaultMaxConns}, {withParam(conn, "pool_max_conns", "3"), 3}} {
+	}{{conn, DefaultMaxConns}, {storetest.WithPostgresParam(conn, "pool_max_conns", "3"), 3}} {
 		db, err := Open(ctx, tc.conn)
 		if err != nil {
 			t.Fatal(err)

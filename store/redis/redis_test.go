@@ -2,11 +2,8 @@ package redis_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -18,37 +15,19 @@ import (
 	"github.com/mementohq/memento/storetest"
 )
 
-func testURL() string {
-	if u := os.Getenv("MEMENTO_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
 // openStore connects with a random key prefix and deletes every key under
 // it when the test ends, so tests of other helpers on the same Redis are
 // untouched.
 func openStore(t testing.TB) *mredis.Store {
 	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	prefix := "mt-" + hex.EncodeToString(b) + ":"
-	s, err := mredis.Open(t.Context(), testURL(), mredis.Options{Prefix: prefix})
+	url := storetest.RedisURL(t)
+	prefix := storetest.RandomID("mt-") + ":"
+	s, err := mredis.Open(t.Context(), url, mredis.Options{Prefix: prefix})
 	if err != nil {
-		t.Fatalf("Redis is required and unreachable at %s (set MEMENTO_TEST_REDIS_URL): %v", testURL(), err)
+		t.Fatalf("open the Redis store at %s: %v", url, err)
 	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := s.Client().Scan(ctx, 0, prefix+"*", 500).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			s.Client().Del(ctx, keys...)
-		}
-		s.Close()
-	})
+	t.Cleanup(func() { _ = s.Close() })
+	storetest.CleanupRedisKeys(t, s.Client(), prefix+"*") // runs before the close
 	return s
 }
 

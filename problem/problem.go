@@ -1,0 +1,132 @@
+package problem
+
+import (
+	"maps"
+	"net/http"
+)
+
+// TypeBase prefixes every problem type URI; the rest is the kind.
+const TypeBase = "https://memento.dev/problems/"
+
+// Type returns the type URI of kind.
+func Type(kind string) string { return TypeBase + kind }
+
+// Kinds any route may answer. A kind is the stable kebab-case tail of a
+// problem type URI; clients branch on it, so it never changes meaning once
+// published.
+const (
+	InvalidRequest       = "invalid-request"
+	RequestTooLarge      = "request-too-large"
+	UnsupportedMediaType = "unsupported-media-type"
+	Unauthorized         = "unauthorized"
+	Forbidden            = "forbidden"
+	NotFound             = "not-found"
+	MethodNotAllowed     = "method-not-allowed"
+	PreconditionFailed   = "precondition-failed"
+	Internal             = "internal"
+	Unavailable          = "unavailable"
+	NotReady             = "not-ready"
+	ClientClosedRequest  = "client-closed-request"
+	Timeout              = "timeout"
+)
+
+// Kinds of the runs domain.
+const (
+	RunNotFound         = "run-not-found"
+	AlreadyExists       = "already-exists"
+	IdempotencyMismatch = "idempotency-mismatch"
+	RevisionConflict    = "revision-conflict"
+	LeaseHeld           = "lease-held"
+	LeaseLost           = "lease-lost"
+	InvalidTransition   = "invalid-transition"
+	RunNotActive        = "run-not-active"
+	StateTooLarge       = "state-too-large"
+	NoMigrationPath     = "no-migration-path"
+	SchemaValidation    = "schema-validation"
+	CheckpointExists    = "checkpoint-exists"
+	CheckpointNotFound  = "checkpoint-not-found"
+	RevisionNotFound    = "revision-not-found"
+)
+
+// Kinds of the sessions domain.
+const (
+	SessionNotFound      = "session-not-found"
+	PreconditionRequired = "precondition-required"
+	MessageTooLarge      = "message-too-large"
+	PIINotFound          = "pii-not-found"
+)
+
+// Kinds of the operation ledger, approvals and resume.
+const (
+	OperationNotFound    = "operation-not-found"
+	DigestMismatch       = "digest-mismatch"
+	OperationTransition  = "invalid-operation-transition"
+	ApprovalNotFound     = "approval-not-found"
+	ApprovalExists       = "approval-exists"
+	ApprovalDecided      = "approval-decided"
+	ApprovalExpired      = "approval-expired"
+	ResumeRefused        = "resume-refused"
+	OperationUnsupported = "unsupported-operation-transition"
+)
+
+// Info is how a kind is answered: its default HTTP status and its title.
+type Info struct {
+	Status int
+	Title  string
+}
+
+// catalogue holds every kind; a kind missing here is answered as internal.
+var catalogue = map[string]Info{
+	InvalidRequest:       {http.StatusBadRequest, "Invalid request"},
+	RequestTooLarge:      {http.StatusRequestEntityTooLarge, "Request body too large"},
+	UnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type"},
+	Unauthorized:         {http.StatusUnauthorized, "Unauthorized"},
+	Forbidden:            {http.StatusForbidden, "Forbidden"},
+	NotFound:             {http.StatusNotFound, "Not found"},
+	MethodNotAllowed:     {http.StatusMethodNotAllowed, "Method not allowed"},
+	PreconditionFailed:   {http.StatusPreconditionFailed, "Precondition failed"},
+	Internal:             {http.StatusInternalServerError, "Internal server error"},
+	Unavailable:          {http.StatusServiceUnavailable, "Backend unavailable"},
+	NotReady:             {http.StatusServiceUnavailable, "Not ready"},
+	ClientClosedRequest:  {499, "Client closed request"},
+	Timeout:              {http.StatusGatewayTimeout, "Timeout"},
+
+	RunNotFound:         {http.StatusNotFound, "Run not found"},
+	AlreadyExists:       {http.StatusConflict, "Already exists"},
+	IdempotencyMismatch: {http.StatusUnprocessableEntity, "Idempotency key reused with a different request"},
+	RevisionConflict:    {http.StatusConflict, "Revision conflict"},
+	LeaseHeld:           {http.StatusConflict, "Lease held by another owner"},
+	LeaseLost:           {http.StatusConflict, "Lease lost"},
+	InvalidTransition:   {http.StatusUnprocessableEntity, "Invalid status transition"},
+	RunNotActive:        {http.StatusConflict, "Run is not active"},
+	StateTooLarge:       {http.StatusRequestEntityTooLarge, "State too large"},
+	NoMigrationPath:     {http.StatusUnprocessableEntity, "No migration path"},
+	SchemaValidation:    {http.StatusUnprocessableEntity, "State does not match its schema"},
+	CheckpointExists:    {http.StatusConflict, "Checkpoint already exists"},
+	CheckpointNotFound:  {http.StatusNotFound, "Checkpoint not found"},
+	RevisionNotFound:    {http.StatusNotFound, "Revision not found"},
+
+	SessionNotFound:      {http.StatusNotFound, "Session not found"},
+	PreconditionRequired: {http.StatusPreconditionRequired, "Precondition required"},
+	MessageTooLarge:      {http.StatusRequestEntityTooLarge, "Message too large"},
+	PIINotFound:          {http.StatusNotFound, "Personal data reference not found"},
+
+	OperationNotFound:    {http.StatusNotFound, "Operation not found"},
+	DigestMismatch:       {http.StatusConflict, "Operation id reused with a different request digest"},
+	OperationTransition:  {http.StatusConflict, "Operation status transition not allowed"},
+	ApprovalNotFound:     {http.StatusNotFound, "Approval not found"},
+	ApprovalExists:       {http.StatusConflict, "Approval id reused with a different request"},
+	ApprovalDecided:      {http.StatusConflict, "Approval already decided"},
+	ApprovalExpired:      {http.StatusConflict, "Approval expired"},
+	ResumeRefused:        {http.StatusUnprocessableEntity, "Resume refused by a verification check"},
+	OperationUnsupported: {http.StatusNotFound, "No such operation transition"},
+}
+
+// Lookup returns how kind is answered; ok is false for an unknown kind.
+func Lookup(kind string) (info Info, ok bool) {
+	info, ok = catalogue[kind]
+	return info, ok
+}
+
+// All returns every kind with how it is answered; the map is the caller's.
+func All() map[string]Info { return maps.Clone(catalogue) }

@@ -1,0 +1,147 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// The servers the tests talk to when the environment names none.
+const (
+	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultRedisURL    = "redis://127.0.0.1:6379/0"
+)
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// PostgresURL returns a connection string to a schema of t's own on the
+// tests' PostgreSQL (MEMENTO_TEST_POSTGRES_URL or the local default): every
+// pooled connection uses it, and it is dropped when t ends. It fails t when
+// PostgreSQL is unreachable; tests never skip for a missing service.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	_, conn := PostgresSchema(t)
+	return conn
+}
+
+// PostgresSchema is PostgresURL that also names the schema, for tests that
+// look inside it. Other tests run against the same server at the same time;
+// a randomly named schema each keeps them apart.
+func PostgresSchema(t testing.TB) (schema, conn string) {
+	t.Helper()
+	base := envOr("MEMENTO_TEST_POSTGRES_URL", defaultPostgresURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("PostgreSQL is required and unreachable at %s (set MEMENTO_TEST_POSTGRES_URL): %v", base, err)
+	}
+	defer func() { _ = admin.Close(context.Background()) }()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	schema = "memento_t_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("PostgreSQL at %s: create schema %s: %v", base, schema, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer func() { _ = c.Close(context.Background()) }()
+		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	// pgx sends parameters it does not know itself as runtime parameters.
+	return schema, WithPostgresParam(base, "search_path", schema)
+}
+
+// WithPostgresParam sets a parameter of a PostgreSQL connection string, in
+// URL or keyword/value form.
+func WithPostgresParam(conn, key, value string) string {
+	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
+		u, err := url.Parse(conn)
+		if err == nil {
+			q := u.Query()
+			q.Set(key, value)
+			u.RawQuery = q.Encode()
+			return u.String()
+		}
+	}
+	return conn + " " + key + "=" + value
+}
+
+// RedisURL returns the URL of the tests' Redis (MEMENTO_TEST_REDIS_URL or
+// the local default) after checking that it answers; it fails t when it
+// does not. Tests share that Redis: keep to random tenants or key prefixes
+// and delete what you wrote (CleanupRedisKeys).
+func RedisURL(t testing.TB) string {
+	t.Helper()
+	c, u := dialRedis(t)
+	_ = c.Close()
+	return u
+}
+
+// RedisClient is RedisURL with a client of that Redis, closed when t ends.
+func RedisClient(t testing.TB) (*goredis.Client, string) {
+	t.Helper()
+	c, u := dialRedis(t)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, u
+}
+
+func dialRedis(t testing.TB) (*goredis.Client, string) {
+	t.Helper()
+	u := envOr("MEMENTO_TEST_REDIS_URL", defaultRedisURL)
+	opts, err := goredis.ParseURL(u)
+	if err != nil {
+		t.Fatalf("MEMENTO_TEST_REDIS_URL: %v", err)
+	}
+	c := goredis.NewClient(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		t.Fatalf("Redis is required and unreachable at %s (set MEMENTO_TEST_REDIS_URL): %v", u, err)
+	}
+	return c, u
+}
+
+// CleanupRedisKeys deletes every key matching pattern when t ends, before
+// any cleanup registered earlier (such as closing rdb) runs.
+func CleanupRedisKeys(t testing.TB, rdb goredis.Cmdable, pattern string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		var keys []string
+		iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	})
+}
+
+// RandomID returns prefix followed by 12 random hex digits, for tenants,
+// key prefixes and ids that must not meet another test's.
+func RandomID(prefix string) string { return prefix + randHex(6) }
