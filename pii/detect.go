@@ -65,19 +65,7 @@ func Detect(s string, kinds []Kind) []Finding {
 			at = true
 		}
 	}
-	need := func(k Kind) bool {
-		switch k {
-		case KindEmail:
-			return at
-		case KindCard:
-			return digits >= 13
-		case KindPhone:
-			return digits >= 8
-		case KindIBAN:
-			return digits >= 4
-		}
-		return false
-	}
+	need := func(k Kind) bool { return mayHold(k, digits, at) }
 	var masked []byte // s with references and earlier findings blanked; made on first use
 	text := s
 	blank := func(start, end int) {
@@ -118,6 +106,23 @@ func Detect(s string, kinds []Kind) []Finding {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
+}
+
+// mayHold is the necessary condition for a text to hold a value of kind k,
+// given how many ASCII digits it has and whether it has an '@'. The
+// patterns match ASCII only (RE2's \d is [0-9]).
+func mayHold(k Kind, digits int, at bool) bool {
+	switch k {
+	case KindEmail:
+		return at
+	case KindCard:
+		return digits >= 13
+	case KindPhone:
+		return digits >= 8
+	case KindIBAN:
+		return digits >= 4
+	}
+	return false
 }
 
 // appendMatches adds the matches of re that check accepts. check returns the

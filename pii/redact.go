@@ -41,6 +41,49 @@ func (r *Redactor) Find(s string) []Finding {
 	return Detect(s, r.kinds)
 }
 
+// CleanJSON reports whether no string of the JSON text b (object keys
+// included) can hold personal data of the redactor's kinds, so redacting
+// its strings would change nothing. It is a cheap, conservative screen: a
+// string with an escape, an '@' or enough digits for any kind makes it
+// false. b need not be valid JSON; validity is the caller's business.
+func (r *Redactor) CleanJSON(b []byte) bool {
+	if !r.Enabled() {
+		return true
+	}
+	in, digits, at := false, 0, false
+	for _, c := range b {
+		if !in {
+			if c == '"' {
+				in, digits, at = true, 0, false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			in = false
+			if r.mayHold(digits, at) {
+				return false
+			}
+		case c == '\\':
+			return false // an escape may spell a digit or an '@'
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '@':
+			at = true
+		}
+	}
+	return !in || !r.mayHold(digits, at)
+}
+
+func (r *Redactor) mayHold(digits int, at bool) bool {
+	for _, k := range r.kinds {
+		if mayHold(k, digits, at) {
+			return true
+		}
+	}
+	return false
+}
+
 // Replace returns s with every finding replaced by repl(finding). The
 // findings must be ordered and non-overlapping, as Detect returns them.
 func Replace(s string, fs []Finding, repl func(Finding) string) string {

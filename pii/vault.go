@@ -184,11 +184,20 @@ func (v *Vault) Protect(ctx context.Context, tenantID string, texts []string) ([
 		return texts, nil
 	}
 	out := make([]string, len(texts))
-	var recs []Record
-	seen := map[string]string{}
-	now := time.Now().UTC()
+	var (
+		recs []Record
+		seen map[string]string
+		now  time.Time
+	)
 	for i, t := range texts {
 		fs := v.red.Find(t)
+		if len(fs) == 0 {
+			out[i] = t
+			continue
+		}
+		if seen == nil {
+			seen, now = map[string]string{}, time.Now().UTC()
+		}
 		out[i] = Replace(t, fs, func(f Finding) string {
 			key := string(f.Kind) + "\x00" + f.Value
 			if ref, ok := seen[key]; ok {
@@ -213,6 +222,10 @@ func (v *Vault) Protect(ctx context.Context, tenantID string, texts []string) ([
 	}
 	return out, nil
 }
+
+// CleanJSON reports that Protect would change no string of the JSON text b
+// (see Redactor.CleanJSON), so a caller may store b without decoding it.
+func (v *Vault) CleanJSON(b []byte) bool { return v.red.CleanJSON(b) }
 
 // Resolved is the value behind a reference.
 type Resolved struct {

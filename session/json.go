@@ -15,6 +15,13 @@ type Redactor interface {
 	Protect(ctx context.Context, tenantID string, texts []string) ([]string, error)
 }
 
+// JSONScreener is an optional Redactor capability (pii.Vault has it):
+// CleanJSON reports, from a cheap scan, that Protect would change no string
+// of the JSON text b, so the service may store b without decoding it.
+type JSONScreener interface {
+	CleanJSON(b []byte) bool
+}
+
 func decodeJSON(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()

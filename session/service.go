@@ -265,7 +265,8 @@ func (s *Service) Get(ctx context.Context, tenantID, sessionID, userID string) (
 // Patch applies a JSON Merge Patch (RFC 7386) to the state if the session is
 // at expectedRevision; a stale revision is ErrPreconditionFailed and changes
 // nothing. The patch must be a JSON object (a non-object would replace the
-// whole state with a non-object).
+// whole state with a non-object). Only the patch is redacted: the stored
+// state was redacted when it was written, and its references stay as they are.
 func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string, expectedRevision int64, patch json.RawMessage) (Session, error) {
 	if err := checkIDs(tenantID, sessionID, userID); err != nil {
 		return Session{}, err
@@ -283,26 +284,92 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 	if _, ok := pv.(map[string]any); !ok {
 		return Session{}, invalid("a merge patch of session state must be a JSON object")
 	}
-	cur, err := s.store.Get(ctx, tenantID, sessionID, userID)
-	if err != nil {
-		return Session{}, fmt.Errorf("patch session %s: %w", sessionID, err)
+	if !s.cleanJSON(patch) {
+		var b batch
+		d := b.addDoc(pv)
+		if err := b.protect(ctx, s.opts.Redactor, tenantID); err != nil {
+			return Session{}, err
+		}
+		i := d.start
+		pv = substitute(d.v, b.texts, &i)
 	}
-	if cur.Revision != expectedRevision {
-		return Session{}, fmt.Errorf("patch session %s at revision %d (current %d): %w", sessionID, expectedRevision, cur.Revision, ErrPreconditionFailed)
+	p := pv.(map[string]any)
+	var mergeErr error
+	merge := func(cur Session) (json.RawMessage, error) {
+		out, err := mergeState(cur.State, p)
+		switch {
+		case err != nil:
+			mergeErr = fmt.Errorf("patch session %s: %w", sessionID, err)
+		case len(out) > s.opts.MaxStateBytes:
+			mergeErr = s.tooLarge(len(out))
+		default:
+			mergeErr = s.validateSchema(cur.App, out)
+		}
+		if mergeErr != nil {
+			return nil, mergeErr
+		}
+		return out, nil
 	}
-	doc, err := decodeJSON(cur.State)
-	if err != nil {
-		return Session{}, fmt.Errorf("patch session %s: stored state: %w", sessionID, err)
+	var sess Session
+	if sp, ok := s.store.(StatePatcher); ok {
+		sess, err = sp.PatchState(ctx, tenantID, sessionID, userID, expectedRevision, merge)
+	} else {
+		sess, err = s.readMergeSet(ctx, tenantID, sessionID, userID, expectedRevision, merge)
 	}
-	state, err := s.finishState(ctx, tenantID, cur.App, MergePatch(doc, pv))
 	if err != nil {
-		return Session{}, err
-	}
-	sess, err := s.store.SetState(ctx, tenantID, sessionID, userID, expectedRevision, state)
-	if err != nil {
+		if mergeErr != nil && err == mergeErr {
+			return Session{}, err
+		}
 		return Session{}, fmt.Errorf("patch session %s: %w", sessionID, err)
 	}
 	return sess, nil
+}
+
+// readMergeSet is a patch on a store without StatePatcher: read, merge,
+// compare-and-set.
+func (s *Service) readMergeSet(ctx context.Context, tenantID, sessionID, userID string, expectedRevision int64, merge func(Session) (json.RawMessage, error)) (Session, error) {
+	cur, err := s.store.Get(ctx, tenantID, sessionID, userID)
+	if err != nil {
+		return Session{}, err
+	}
+	if cur.Revision != expectedRevision {
+		return Session{}, fmt.Errorf("at revision %d (current %d): %w", expectedRevision, cur.Revision, ErrPreconditionFailed)
+	}
+	state, err := merge(cur)
+	if err != nil {
+		return Session{}, err
+	}
+	return s.store.SetState(ctx, tenantID, sessionID, userID, expectedRevision, state)
+}
+
+// cleanJSON reports that redaction would change nothing in b.
+func (s *Service) cleanJSON(b []byte) bool {
+	if s.opts.Redactor == nil {
+		return true
+	}
+	sc, ok := s.opts.Redactor.(JSONScreener)
+	return ok && sc.CleanJSON(b)
+}
+
+// plainMetadata returns message metadata that needs no redaction as it
+// may be stored (compacted), without decoding it; ok is false when it must
+// take the decoding path (personal data possible, or invalid: that path
+// words the error).
+func (s *Service) plainMetadata(meta []byte) (json.RawMessage, bool) {
+	if !s.cleanJSON(meta) || !utf8.Valid(meta) || !json.Valid(meta) {
+		return nil, false
+	}
+	if meta[0] != '{' {
+		return nil, false
+	}
+	if bytes.ContainsAny(meta, " \t\r\n") {
+		var buf bytes.Buffer
+		if json.Compact(&buf, meta) != nil {
+			return nil, false
+		}
+		return buf.Bytes(), true
+	}
+	return meta, true
 }
 
 // Append adds messages; beyond the cap the oldest are trimmed in the same
@@ -321,6 +388,7 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 	type ref struct {
 		content int
 		meta    *jsonDoc
+		plain   json.RawMessage // metadata that needs no redaction
 	}
 	refs := make([]ref, len(msgs))
 	for i, m := range msgs {
@@ -334,15 +402,19 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 			return AppendResult{}, fmt.Errorf("%w: message %d has %d bytes, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes)
 		}
 		refs[i].content = b.addText(m.Content)
-		if len(bytes.TrimSpace(m.Metadata)) > 0 && string(bytes.TrimSpace(m.Metadata)) != "null" {
-			v, err := decodeJSON(m.Metadata)
-			if err != nil {
-				return AppendResult{}, invalid("message %d: metadata is not valid JSON: %v", i, err)
+		if meta := bytes.TrimSpace(m.Metadata); len(meta) > 0 && string(meta) != "null" {
+			if plain, ok := s.plainMetadata(meta); ok {
+				refs[i].plain = plain
+			} else {
+				v, err := decodeJSON(m.Metadata)
+				if err != nil {
+					return AppendResult{}, invalid("message %d: metadata is not valid JSON: %v", i, err)
+				}
+				if _, ok := v.(map[string]any); !ok {
+					return AppendResult{}, invalid("message %d: metadata must be a JSON object", i)
+				}
+				refs[i].meta = b.addDoc(v)
 			}
-			if _, ok := v.(map[string]any); !ok {
-				return AppendResult{}, invalid("message %d: metadata must be a JSON object", i)
-			}
-			refs[i].meta = b.addDoc(v)
 		}
 	}
 	if err := b.protect(ctx, s.opts.Redactor, tenantID); err != nil {
@@ -350,7 +422,7 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 	}
 	out := make([]MessageInput, len(msgs))
 	for i, m := range msgs {
-		out[i] = MessageInput{Role: m.Role, Content: b.texts[refs[i].content]}
+		out[i] = MessageInput{Role: m.Role, Content: b.texts[refs[i].content], Metadata: refs[i].plain}
 		if refs[i].meta != nil {
 			meta, err := b.doc(refs[i].meta)
 			if err != nil {

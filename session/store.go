@@ -45,3 +45,18 @@ type Store interface {
 	// first, at most limit.
 	ListByUser(ctx context.Context, tenantID, userID string, limit int) ([]Session, error)
 }
+
+// StatePatcher is an optional Store capability that Service.Patch uses
+// instead of Get then SetState. A store that can often skip the read (the
+// Redis store remembers the last state it saw of each session) makes a
+// patch one round trip.
+type StatePatcher interface {
+	// PatchState calls merge with the session at expectedRevision (State,
+	// App and Revision exact; other fields possibly older) and stores the
+	// state merge returns if the session is still that revision of that
+	// session (not one deleted and created again), atomically, then returns
+	// the session. A session at another revision is ErrPreconditionFailed.
+	// merge may be called more than once and has no side effects; an error
+	// from merge is returned as is.
+	PatchState(ctx context.Context, tenantID, sessionID, userID string, expectedRevision int64, merge func(cur Session) (json.RawMessage, error)) (Session, error)
+}

@@ -203,7 +203,7 @@ func sqliteBackend(t *testing.T) backend {
 func postgresBackend(t *testing.T) backend {
 	t.Helper()
 	url := storetest.PostgresURL(t)
-	return backend{name: "postgres", args: []string{"--postgres", url}, cfg: memento.Config{PostgresURL: url}}
+	return backend{name: "postgres", args: []string{"--postgres", url}, cfg: memento.Config{PostgresURL: url, DataDir: t.TempDir()}}
 }
 
 // open opens the backend in the test process, to inspect what the demo left.

@@ -12,7 +12,9 @@ import goredis "github.com/redis/go-redis/v9"
 // script touches a single slot. Record fields: u user, a app, st state,
 // r revision, sm summary JSON, su summary time, n message count, ls last
 // seq, lt last message time, ttl (ms), c created, la last activity, x expiry
-// (times in unix µs), ix the score last written to the user index. Message
+// (times in unix µs), ix the score last written to the user index, g the
+// generation: a random token set at creation, so a session closed and
+// created again is told apart from the old one at the same revision. Message
 // seq s is field "#s" = "s|created_us|json"; seqs are consecutive and the
 // cap drops the oldest, so the live messages are exactly #(ls-n+1) .. #ls.
 // No record field starts with '#'.
@@ -27,7 +29,7 @@ local function now_us()
 end
 local function fmt(n) return string.format('%d', n) end
 -- RECORD lists the record fields a script reads back; Go mirrors it.
-local RECORD = {'u', 'x', 'a', 'r', 'sm', 'su', 'n', 'ls', 'lt', 'ttl', 'c', 'la', 'ix'}
+local RECORD = {'u', 'x', 'a', 'r', 'sm', 'su', 'n', 'ls', 'lt', 'ttl', 'c', 'la', 'ix', 'g'}
 -- record reads RECORD (plus extra fields) into a table; nil if the session
 -- is missing, another user's or past its expiry.
 local function record(user, now, ...)
@@ -56,7 +58,7 @@ end
 `
 
 // putScript creates or replaces a session.
-// KEYS: session. ARGV: user, app, state, ttl_ms, expected_rev.
+// KEYS: session. ARGV: user, app, state, ttl_ms, expected_rev, generation (for a creation).
 // Returns {"nf"} | {"stale", rev} | {"ok", created, index_score, record...}.
 var putScript = goredis.NewScript(prelude + `
 local now = now_us()
@@ -68,7 +70,7 @@ local m
 if not v[1] or tonumber(v[2]) <= now then
   if ARGV[5] ~= '0' then return {'stale', '0'} end
   redis.call('DEL', KEYS[1])
-  m = {u = ARGV[1], r = 1, n = 0, ls = 0, lt = 0, c = now, ix = 0}
+  m = {u = ARGV[1], r = 1, n = 0, ls = 0, lt = 0, c = now, ix = 0, g = ARGV[6]}
   created = 1
 else
   if v[1] ~= ARGV[1] then return {'nf'} end
@@ -80,6 +82,7 @@ m.a, m.ttl, m.la, m.x = ARGV[2], ttl, now, x
 local score = index_score(m, x, ttl)
 redis.call('HSET', KEYS[1], 'u', m.u, 'a', m.a, 'st', ARGV[3], 'r', m.r, 'n', m.n, 'ls', m.ls, 'lt', m.lt,
   'ttl', ttl, 'c', m.c, 'la', now, 'x', x, 'ix', m.ix)
+if created == 1 then redis.call('HSET', KEYS[1], 'g', m.g) end
 redis.call('PEXPIRE', KEYS[1], ttl)
 return reply(m, created, score)
 `)
@@ -89,34 +92,43 @@ return reply(m, created, score)
 // throughput for a script, and each redis.call costs more again, so they
 // make as few calls as they can.
 
-// setStateScript is the compare-and-set of a state under an expected revision.
-// KEYS: session. ARGV: user, expected_rev, state.
-// Returns {"nf"} | {"stale", rev} | {"ok", 0, index_score, record...}.
+// setStateScript is the compare-and-set of a state under an expected
+// revision and, unless it is "", generation ("-" for a session created
+// without one).
+// KEYS: session. ARGV: user, expected_rev, state, generation.
+// Returns {"nf"} | {"stale", rev} | {"gen"} | {"ok", 0, index_score, record...}.
 var setStateScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- the record fields, in the order of RECORD / recordFields
-local v = redis.call('HMGET', KEYS[1], 'u', 'x', 'a', 'r', 'sm', 'su', 'n', 'ls', 'lt', 'ttl', 'c', 'la', 'ix')
+local v = redis.call('HMGET', KEYS[1], 'u', 'x', 'a', 'r', 'sm', 'su', 'n', 'ls', 'lt', 'ttl', 'c', 'la', 'ix', 'g')
 if v[1] ~= ARGV[1] or tonumber(v[2]) <= now then return {'nf'} end
 if v[4] ~= ARGV[2] then return {'stale', v[4]} end
+if ARGV[4] ~= '' and (v[14] or '-') ~= ARGV[4] then return {'gen'} end
 local ttl = tonumber(v[10])
 local x = now + ttl * 1000
-local rev = tonumber(v[4]) + 1
-local ix, score = tonumber(v[13]) or 0, 0
+local rev = v[4] + 1
+local fmt = string.format
+local sx, srev = fmt('%d', x), fmt('%d', rev)
 local xms = math.ceil(x / 1000)
-if xms > ix then
+local score = 0
+if xms > (tonumber(v[13]) or 0) then
   score = xms + math.max(math.floor(ttl / 2), 1000)
-  ix = score
+  v[13] = fmt('%d', score)
+  redis.call('HSET', KEYS[1], 'st', ARGV[3], 'r', srev, 'la', fmt('%d', now), 'x', sx, 'ix', v[13])
+else
+  redis.call('HSET', KEYS[1], 'st', ARGV[3], 'r', srev, 'la', fmt('%d', now), 'x', sx)
 end
-redis.call('HSET', KEYS[1], 'st', ARGV[3], 'r', rev, 'la', now, 'x', x, 'ix', ix)
-redis.call('PEXPIRE', KEYS[1], ttl)
-v[2], v[4], v[12], v[13] = x, rev, now, ix
+redis.call('PEXPIRE', KEYS[1], v[10])
+v[2], v[4], v[12] = sx, srev, now
 return {'ok', 0, score, unpack(v)}
 `)
 
 // appendScript adds messages and drops the oldest beyond the cap, atomically.
 // KEYS: session. ARGV: user, cap, message JSON...
 // Returns {"nf"} | {"ok", trimmed, count, first_seq, first_us, expiry_us, index_score}.
+// Numbers go to HSET as strings made with %d: a Lua number given to
+// redis.call is printed with %.17g, which costs more.
 var appendScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
@@ -127,16 +139,18 @@ local ttl, ls, count = tonumber(v[3]), tonumber(v[4]), tonumber(v[6])
 local t0 = math.max(now, v[5] + 1)
 local n = #ARGV - 2
 local x = now + ttl * 1000
-local ix, score = tonumber(v[7]) or 0, 0
-local xms = math.ceil(x / 1000)
-if xms > ix then
-  score = xms + math.max(math.floor(ttl / 2), 1000)
-  ix = score
-end
 local trimmed = count + n - tonumber(ARGV[2])
 if trimmed < 0 then trimmed = 0 end
-local args = {'n', count + n - trimmed, 'ls', ls + n, 'lt', t0 + n - 1, 'la', now, 'x', x, 'ix', ix}
 local fmt = string.format
+local args = {'n', fmt('%d', count + n - trimmed), 'ls', fmt('%d', ls + n), 'lt', fmt('%d', t0 + n - 1),
+  'la', fmt('%d', now), 'x', fmt('%d', x)}
+local score = 0
+local xms = math.ceil(x / 1000)
+if xms > (tonumber(v[7]) or 0) then
+  score = xms + math.max(math.floor(ttl / 2), 1000)
+  args[#args + 1] = 'ix'
+  args[#args + 1] = fmt('%d', score)
+end
 for i = 1, n do
   local seq = fmt('%d', ls + i)
   args[#args + 1] = '#' .. seq
@@ -150,7 +164,7 @@ if trimmed > 0 then
   for s = first, first + trimmed - 1 do old[#old + 1] = '#' .. fmt('%d', s) end
   redis.call('HDEL', KEYS[1], unpack(old))
 end
-redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[1], v[3])
 return {'ok', trimmed, count + n - trimmed, ls + 1, t0, x, score}
 `)
 
@@ -222,7 +236,26 @@ return 1
 `)
 
 // recordFields mirrors RECORD in the prelude.
-var recordFields = []string{"u", "x", "a", "r", "sm", "su", "n", "ls", "lt", "ttl", "c", "la", "ix"}
+var recordFields = []string{"u", "x", "a", "r", "sm", "su", "n", "ls", "lt", "ttl", "c", "la", "ix", "g"}
+
+// Positions in recordFields (and getFields).
+const (
+	fUser = iota
+	fExpiry
+	fApp
+	fRev
+	fSummary
+	fSummaryAt
+	fCount
+	fLastSeq
+	fLastTime
+	fTTL
+	fCreated
+	fActivity
+	fIndex
+	fGen
+	fState // getFields only
+)
 
 // getFields are what Get reads: the record and the state, never the messages.
 var getFields = append(append([]string(nil), recordFields...), "st")

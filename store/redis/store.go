@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +37,10 @@ const maxIndexScan = 2000
 type Options struct {
 	// Prefix of every key; "" means DefaultPrefix. Tests use a random one.
 	Prefix string
+	// StateCacheBytes bounds the memory of the last states seen, which
+	// saves a patch its read; 0 means DefaultStateCacheBytes, negative
+	// turns the cache off (every patch then reads the state first).
+	StateCacheBytes int
 }
 
 // Store keeps sessions and the vault in Redis. It is safe for concurrent use.
@@ -42,6 +48,7 @@ type Store struct {
 	c      goredis.UniversalClient
 	prefix string
 	owned  bool
+	cache  *stateCache
 }
 
 // Open connects to a redis:// or rediss:// URL, checks it answers and loads
@@ -70,7 +77,13 @@ func New(c goredis.UniversalClient, o Options) *Store {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	return &Store{c: c, prefix: o.Prefix}
+	switch {
+	case o.StateCacheBytes == 0:
+		o.StateCacheBytes = DefaultStateCacheBytes
+	case o.StateCacheBytes < 0:
+		o.StateCacheBytes = 0
+	}
+	return &Store{c: c, prefix: o.Prefix, cache: newStateCache(o.StateCacheBytes)}
 }
 
 // Client returns the underlying client.
@@ -149,30 +162,53 @@ func str(v any) string {
 	return s
 }
 
-// fromFields builds a session from hash fields (state excluded unless present).
-func fromFields(tenantID, sessionID string, f map[string]string) (session.Session, error) {
+// value reads one reply value: a string, or a number Lua sent as an
+// integer; nil and false (a missing field) are "".
+func value(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case int64:
+		return strconv.FormatInt(t, 10)
+	}
+	return ""
+}
+
+// fromValues builds a session from record values in recordFields order,
+// followed by the state when vals has it. It returns the generation too.
+func fromValues(tenantID, sessionID string, vals []any) (session.Session, string, error) {
+	num := func(i int) int64 {
+		switch t := vals[i].(type) {
+		case int64:
+			return t
+		case string:
+			n, _ := strconv.ParseInt(t, 10, 64)
+			return n
+		}
+		return 0
+	}
 	ss := session.Session{
-		TenantID: tenantID, SessionID: sessionID, UserID: f["u"], App: f["a"],
-		Revision:       atoi(f["r"]),
-		MessageCount:   int(atoi(f["n"])),
-		LastSeq:        atoi(f["ls"]),
-		TTL:            time.Duration(atoi(f["ttl"])) * time.Millisecond,
-		CreatedAt:      micros(atoi(f["c"])),
-		LastActivityAt: micros(atoi(f["la"])),
-		ExpiresAt:      micros(atoi(f["x"])),
+		TenantID: tenantID, SessionID: sessionID, UserID: value(vals[fUser]), App: value(vals[fApp]),
+		Revision:       num(fRev),
+		MessageCount:   int(num(fCount)),
+		LastSeq:        num(fLastSeq),
+		TTL:            time.Duration(num(fTTL)) * time.Millisecond,
+		CreatedAt:      micros(num(fCreated)),
+		LastActivityAt: micros(num(fActivity)),
+		ExpiresAt:      micros(num(fExpiry)),
 	}
-	if st, ok := f["st"]; ok {
-		ss.State = json.RawMessage(st)
+	if len(vals) > fState && vals[fState] != nil {
+		ss.State = json.RawMessage(value(vals[fState]))
 	}
-	if sm := f["sm"]; sm != "" {
+	if sm := value(vals[fSummary]); sm != "" {
 		var sum session.Summary
 		if err := json.Unmarshal([]byte(sm), &sum); err != nil {
-			return session.Session{}, fmt.Errorf("decode summary: %w", err)
+			return session.Session{}, "", fmt.Errorf("decode summary: %w", err)
 		}
-		sum.UpdatedAt = micros(atoi(f["su"]))
+		sum.UpdatedAt = micros(num(fSummaryAt))
 		ss.Summary = &sum
 	}
-	return ss, nil
+	return ss, value(vals[fGen]), nil
 }
 
 // result is a decoded script reply.
@@ -195,31 +231,38 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args
 	case "nf":
 		return result{}, session.ErrNotFound
 	case "stale":
-		return result{}, fmt.Errorf("revision is %s: %w", str(vals[1]), session.ErrPreconditionFailed)
+		return result{}, fmt.Errorf("revision is %s: %w", value(vals[1]), session.ErrPreconditionFailed)
+	case "gen":
+		return result{}, errGeneration
 	}
 	return result{}, fmt.Errorf("unexpected script status %v", vals[0])
 }
 
+// errGeneration is a compare-and-set that found the expected revision in a
+// session created after the one the caller read.
+var errGeneration = fmt.Errorf("the session was closed and created again: %w", session.ErrPreconditionFailed)
+
 // sessionFromReply reads {"ok", flag, index_score, record..., [state]}.
-func sessionFromReply(tenantID, sessionID string, vals []any) (session.Session, error) {
-	f := make(map[string]string, len(recordFields)+1)
-	for i, name := range recordFields {
-		if 3+i < len(vals) && vals[3+i] != nil {
-			f[name] = fieldString(vals[3+i])
-		}
+func sessionFromReply(tenantID, sessionID string, vals []any) (session.Session, string, error) {
+	if len(vals) < 3+len(recordFields) {
+		return session.Session{}, "", fmt.Errorf("short script reply (%d values)", len(vals))
 	}
-	if i := 3 + len(recordFields); i < len(vals) && vals[i] != nil {
-		f["st"] = fieldString(vals[i])
-	}
-	return fromFields(tenantID, sessionID, f)
+	return fromValues(tenantID, sessionID, vals[3:])
 }
 
-// fieldString reads a reply value that Lua may have sent as a number.
-func fieldString(v any) string {
-	if n, ok := v.(int64); ok {
-		return strconv.FormatInt(n, 10)
+// genArg is the generation a compare-and-set expects: "-" stands for a
+// session created before generations existed.
+func genArg(gen string) string {
+	if gen == "" {
+		return "-"
 	}
-	return str(v)
+	return gen
+}
+
+func newGeneration() string {
+	b := make([]byte, 9)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // refreshIndex records in the user index a score the script asked for (0:
@@ -237,54 +280,115 @@ func (s *Store) refreshIndex(ctx context.Context, tenantID, sessionID, userID st
 // Put implements session.Store.
 func (s *Store) Put(ctx context.Context, p session.PutParams) (session.Session, bool, error) {
 	keys := s.sessionKeys(p.TenantID, p.SessionID)
-	r, err := s.run(ctx, putScript, keys, p.UserID, p.App, string(p.State), p.TTL.Milliseconds(), p.ExpectedRevision)
+	r, err := s.run(ctx, putScript, keys, p.UserID, p.App, string(p.State), p.TTL.Milliseconds(), p.ExpectedRevision, newGeneration())
 	if err != nil {
+		s.cache.drop(keys[0])
 		return session.Session{}, false, fmt.Errorf("put session %s: %w", p.SessionID, err)
 	}
 	s.refreshIndex(ctx, p.TenantID, p.SessionID, p.UserID, atoi(r.vals[2]))
-	ss, err := sessionFromReply(p.TenantID, p.SessionID, r.vals)
+	ss, gen, err := sessionFromReply(p.TenantID, p.SessionID, r.vals)
 	if err != nil {
 		return session.Session{}, false, fmt.Errorf("put session %s: %w", p.SessionID, err)
 	}
 	ss.State = p.State
+	s.cache.put(keys[0], cacheEntry{user: ss.UserID, gen: gen, app: ss.App, rev: ss.Revision, state: string(p.State)})
 	return ss, atoi(r.vals[1]) == 1, nil
 }
 
 // Get implements session.Store: one HMGET of the record and the state (the
 // messages stay on the server). Expiry is Redis's own.
 func (s *Store) Get(ctx context.Context, tenantID, sessionID, userID string) (session.Session, error) {
-	vals, err := s.c.HMGet(ctx, s.sessionKey(tenantID, sessionID), getFields...).Result()
-	if err != nil {
-		return session.Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
-	}
-	f := make(map[string]string, len(getFields))
-	for i, name := range getFields {
-		if vals[i] != nil {
-			f[name] = str(vals[i])
-		}
-	}
-	if f["u"] == "" || f["u"] != userID {
-		return session.Session{}, fmt.Errorf("get session %s: %w", sessionID, session.ErrNotFound)
-	}
-	ss, err := fromFields(tenantID, sessionID, f)
+	ss, _, err := s.get(ctx, s.sessionKey(tenantID, sessionID), tenantID, sessionID, userID)
 	if err != nil {
 		return session.Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
 	}
 	return ss, nil
 }
 
+// get reads the session at key and returns it with its generation; it
+// remembers the state for a patch that may follow.
+func (s *Store) get(ctx context.Context, key, tenantID, sessionID, userID string) (session.Session, string, error) {
+	vals, err := s.c.HMGet(ctx, key, getFields...).Result()
+	if err != nil {
+		return session.Session{}, "", err
+	}
+	if len(vals) != len(getFields) {
+		return session.Session{}, "", fmt.Errorf("HMGET returned %d values", len(vals))
+	}
+	if u := value(vals[fUser]); u == "" || u != userID {
+		return session.Session{}, "", session.ErrNotFound
+	}
+	ss, gen, err := fromValues(tenantID, sessionID, vals)
+	if err != nil {
+		return session.Session{}, "", err
+	}
+	s.cache.put(key, cacheEntry{user: userID, gen: gen, app: ss.App, rev: ss.Revision, state: value(vals[fState])})
+	return ss, gen, nil
+}
+
 // SetState implements session.Store.
 func (s *Store) SetState(ctx context.Context, tenantID, sessionID, userID string, expectedRevision int64, state json.RawMessage) (session.Session, error) {
-	r, err := s.run(ctx, setStateScript, s.sessionKeys(tenantID, sessionID), userID, expectedRevision, string(state))
+	ss, err := s.setState(ctx, s.sessionKey(tenantID, sessionID), tenantID, sessionID, userID, expectedRevision, "", state)
 	if err != nil {
 		return session.Session{}, fmt.Errorf("set state of session %s: %w", sessionID, err)
+	}
+	return ss, nil
+}
+
+// setState is the compare-and-set on revision and, unless gen is "", on
+// generation.
+func (s *Store) setState(ctx context.Context, key, tenantID, sessionID, userID string, expectedRevision int64, gen string, state json.RawMessage) (session.Session, error) {
+	st := string(state)
+	r, err := s.run(ctx, setStateScript, []string{key}, userID, expectedRevision, st, gen)
+	if err != nil {
+		s.cache.drop(key)
+		return session.Session{}, err
 	}
 	s.refreshIndex(ctx, tenantID, sessionID, userID, atoi(r.vals[2]))
-	ss, err := sessionFromReply(tenantID, sessionID, r.vals)
+	ss, g, err := sessionFromReply(tenantID, sessionID, r.vals)
+	if err != nil {
+		return session.Session{}, err
+	}
+	ss.State = state
+	s.cache.put(key, cacheEntry{user: userID, gen: g, app: ss.App, rev: ss.Revision, state: st})
+	return ss, nil
+}
+
+// PatchState implements session.StatePatcher. With the state at
+// expectedRevision in the cache it is one round trip (the compare-and-set);
+// otherwise it reads first, as Get then SetState would.
+func (s *Store) PatchState(ctx context.Context, tenantID, sessionID, userID string, expectedRevision int64, merge func(session.Session) (json.RawMessage, error)) (session.Session, error) {
+	key := s.sessionKey(tenantID, sessionID)
+	if e, ok := s.cache.get(key); ok && e.user == userID && e.rev == expectedRevision {
+		state, err := merge(session.Session{TenantID: tenantID, SessionID: sessionID, UserID: userID, App: e.app,
+			State: json.RawMessage(e.state), Revision: e.rev})
+		if err != nil {
+			return session.Session{}, err
+		}
+		ss, err := s.setState(ctx, key, tenantID, sessionID, userID, expectedRevision, genArg(e.gen), state)
+		if !errors.Is(err, errGeneration) {
+			if err != nil {
+				return session.Session{}, fmt.Errorf("set state of session %s: %w", sessionID, err)
+			}
+			return ss, nil
+		}
+		// Closed and created again since the cached read: read the new one.
+	}
+	cur, gen, err := s.get(ctx, key, tenantID, sessionID, userID)
+	if err != nil {
+		return session.Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
+	}
+	if cur.Revision != expectedRevision {
+		return session.Session{}, fmt.Errorf("at revision %d (current %d): %w", expectedRevision, cur.Revision, session.ErrPreconditionFailed)
+	}
+	state, err := merge(cur)
+	if err != nil {
+		return session.Session{}, err
+	}
+	ss, err := s.setState(ctx, key, tenantID, sessionID, userID, expectedRevision, genArg(gen), state)
 	if err != nil {
 		return session.Session{}, fmt.Errorf("set state of session %s: %w", sessionID, err)
 	}
-	ss.State = state
 	return ss, nil
 }
 
@@ -386,7 +490,7 @@ func (s *Store) SetSummary(ctx context.Context, tenantID, sessionID, userID stri
 		return session.Session{}, fmt.Errorf("set summary of session %s: %w", sessionID, err)
 	}
 	s.refreshIndex(ctx, tenantID, sessionID, userID, atoi(r.vals[2]))
-	ss, err := sessionFromReply(tenantID, sessionID, r.vals)
+	ss, _, err := sessionFromReply(tenantID, sessionID, r.vals)
 	if err != nil {
 		return session.Session{}, fmt.Errorf("set summary of session %s: %w", sessionID, err)
 	}
@@ -397,6 +501,7 @@ func (s *Store) SetSummary(ctx context.Context, tenantID, sessionID, userID stri
 // pipeline, one round trip.
 func (s *Store) Delete(ctx context.Context, tenantID, sessionID, userID string) (session.Session, error) {
 	keys := s.sessionKeys(tenantID, sessionID)
+	s.cache.drop(keys[0])
 	for attempt := 0; ; attempt++ {
 		var cmd *goredis.Cmd
 		_, err := s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
@@ -422,7 +527,7 @@ func (s *Store) Delete(ctx context.Context, tenantID, sessionID, userID string) 
 		if len(vals) < 3 || str(vals[0]) != "ok" {
 			return session.Session{}, fmt.Errorf("close session %s: %w", sessionID, session.ErrNotFound)
 		}
-		ss, err := sessionFromReply(tenantID, sessionID, vals)
+		ss, _, err := sessionFromReply(tenantID, sessionID, vals)
 		if err != nil {
 			return session.Session{}, fmt.Errorf("close session %s: %w", sessionID, err)
 		}
@@ -459,17 +564,12 @@ func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, limit i
 		stale []any
 	)
 	for i, id := range ids {
-		f := make(map[string]string, len(getFields))
-		for j, v := range cmds[i].Val() {
-			if v != nil {
-				f[getFields[j]] = str(v)
-			}
-		}
-		if f["u"] != userID {
+		vals := cmds[i].Val()
+		if len(vals) != len(getFields) || value(vals[fUser]) != userID {
 			stale = append(stale, id)
 			continue
 		}
-		ss, err := fromFields(tenantID, id, f)
+		ss, _, err := fromValues(tenantID, id, vals)
 		if err != nil {
 			return nil, fmt.Errorf("list sessions of user: %w", err)
 		}
