@@ -12,6 +12,7 @@ import (
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/server"
 )
@@ -40,9 +41,10 @@ func startHTTP(ctx context.Context, pgURL string) (*httpBench, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("open server engine: %w", err)
 	}
-	// The server logs every request as it does in production; the lines
-	// are formatted (that cost is measured) and then discarded.
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	// The server logs every request as `memento serve --log-format json`
+	// does, personal data masked; the lines are formatted (that cost is
+	// measured) and then discarded.
+	log := slog.New(pii.NewLogHandler(slog.NewJSONHandler(io.Discard, nil), nil))
 	srv, err := server.New(server.Options{Engine: eng, Logger: log})
 	if err != nil {
 		_ = eng.Close()

@@ -62,6 +62,9 @@ type SessionsConfig struct {
 	// NoRedaction measures without the personal-data redactor (on by default,
 	// as in production).
 	NoRedaction bool
+	// NoStateCache turns off the Redis store's state cache, so every patch
+	// reads the state before its compare-and-set (as on a cache miss).
+	NoStateCache bool
 	// Progress receives a line per measurement (nil: nothing).
 	Progress io.Writer
 }
@@ -89,6 +92,7 @@ type SessionsReport struct {
 	Rounds       int             `json:"rounds"`
 	Concurrency  []int           `json:"concurrency"`
 	Redaction    bool            `json:"redaction"`
+	StateCache   bool            `json:"state_cache"`
 	NumCPU       int             `json:"num_cpu"`
 	GoVersion    string          `json:"go_version"`
 	StateBytes   int             `json:"state_bytes"`
@@ -175,7 +179,11 @@ func RunSessions(ctx context.Context, cfg SessionsConfig) (rep SessionsReport, e
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	prefix := "memento-bench-" + hex.EncodeToString(b) + ":"
-	st, err := mredis.Open(ctx, cfg.RedisURL, mredis.Options{Prefix: prefix})
+	o := mredis.Options{Prefix: prefix}
+	if cfg.NoStateCache {
+		o.StateCacheBytes = -1
+	}
+	st, err := mredis.Open(ctx, cfg.RedisURL, o)
 	if err != nil {
 		return rep, fmt.Errorf("bench sessions: %w", err)
 	}
@@ -199,7 +207,7 @@ func RunSessions(ctx context.Context, cfg SessionsConfig) (rep SessionsReport, e
 	rep = SessionsReport{
 		Redis: redactURL(cfg.RedisURL), RedisVersion: infoField(info, "redis_version"), KeyPrefix: prefix,
 		Duration: cfg.Duration, Warmup: cfg.Warmup, Slice: cfg.Slice, Rounds: cfg.Rounds, Concurrency: cfg.Concurrency,
-		Redaction: !cfg.NoRedaction, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
+		Redaction: !cfg.NoRedaction, StateCache: !cfg.NoStateCache, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
 		StateBytes: len(benchState(0)), MessageBytes: len(benchMessage.Content) + len(benchMessage.Metadata),
 	}
 	pairs := [][2]sessionTarget{
@@ -534,12 +542,15 @@ func (r SessionsReport) Result(op, target string, c int) (SessionResult, bool) {
 
 // WriteTable prints the measurements and the ratios as aligned text.
 func (r SessionsReport) WriteTable(w io.Writer) {
-	red := "on"
+	red, cache := "on", "on"
 	if !r.Redaction {
 		red = "off"
 	}
+	if !r.StateCache {
+		cache = "off"
+	}
 	fmt.Fprintf(w, "session operations per second: median of %d rounds × %s (warmup %s; memento and floor in alternating %s turns), %d CPUs, %s\n", r.Rounds, r.Duration, r.Warmup, r.Slice, r.NumCPU, r.GoVersion)
-	fmt.Fprintf(w, "redis %s at %s; state %d B, message %d B, redaction %s\n", r.RedisVersion, r.Redis, r.StateBytes, r.MessageBytes, red)
+	fmt.Fprintf(w, "redis %s at %s; state %d B, message %d B, redaction %s, state cache %s\n", r.RedisVersion, r.Redis, r.StateBytes, r.MessageBytes, red, cache)
 	fmt.Fprintln(w, "floor: raw go-redis on the same payload — get: GET of the session as served; append: SET of the message; patch: GET+SET of the state")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

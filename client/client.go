@@ -21,6 +21,16 @@ type Client struct {
 	userAgent string
 }
 
+// defaultTransport is http.DefaultTransport with room to keep a connection
+// per concurrent caller: its default of 2 idle connections per host makes
+// a busy client close and reopen connections on most calls.
+var defaultTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 64
+	return t
+}()
+
 // Option configures a Client.
 type Option func(*Client)
 
@@ -42,7 +52,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("client: server URL %q must be http(s)://host[:port]", baseURL)
 	}
-	c := &Client{base: u, hc: &http.Client{Timeout: 30 * time.Second}, userAgent: "memento-go-client/1"}
+	c := &Client{base: u, hc: &http.Client{Timeout: 30 * time.Second, Transport: defaultTransport}, userAgent: "memento-go-client/1"}
 	for _, o := range opts {
 		o(c)
 	}
@@ -72,12 +82,20 @@ type request struct {
 	path   string // already escaped
 	query  url.Values
 	body   any
-	header http.Header
+	// rawBody, when set, is body already encoded as JSON.
+	rawBody []byte
+	header  http.Header
+	// decode, when set, tries to decode a 2xx body itself first; false
+	// leaves it to json.Unmarshal.
+	decode func(raw []byte) bool
 }
 
 // itemPath is the path of one item of a collection, /v1/<collection>/<id>,
 // followed by rest (fixed segments, not escaped).
 func itemPath(collection, id string, rest ...string) string {
+	if len(rest) == 1 { // the usual case, in one concatenation
+		return "/v1/" + collection + "/" + url.PathEscape(id) + "/" + rest[0]
+	}
 	p := "/v1/" + collection + "/" + url.PathEscape(id)
 	for _, r := range rest {
 		p += "/" + r
@@ -101,7 +119,7 @@ type Response struct {
 // do sends a request and decodes a 2xx JSON body into out (if out is not
 // nil); any other status becomes an *Error.
 func (c *Client) do(ctx context.Context, req request, out any, opts ...CallOption) (Response, error) {
-	if req.header == nil {
+	if req.header == nil && len(opts) > 0 {
 		req.header = http.Header{}
 	}
 	for _, o := range opts {
@@ -114,21 +132,25 @@ func (c *Client) do(ctx context.Context, req request, out any, opts ...CallOptio
 		u.RawQuery = req.query.Encode()
 	}
 	var body io.Reader
-	if req.body != nil {
+	if req.rawBody != nil {
+		body = bytes.NewReader(req.rawBody)
+	} else if req.body != nil {
 		b, err := json.Marshal(req.body)
 		if err != nil {
 			return Response{}, fmt.Errorf("%s %s: encode body: %w", req.method, req.path, err)
 		}
 		body = bytes.NewReader(b)
 	}
+	hasBody := body != nil
 	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), body)
 	if err != nil {
 		return Response{}, fmt.Errorf("%s %s: %w", req.method, req.path, err)
 	}
-	for k, v := range req.header {
-		hr.Header[k] = v
+	if req.header != nil {
+		// Built for this call alone, the call's header map can be the request's.
+		hr.Header = req.header
 	}
-	if req.body != nil {
+	if hasBody {
 		hr.Header.Set("Content-Type", "application/json")
 	}
 	hr.Header.Set("Accept", "application/json, application/problem+json")
@@ -144,7 +166,12 @@ func (c *Client) do(ctx context.Context, req request, out any, opts ...CallOptio
 	}
 	defer resp.Body.Close()
 	// Bound what we read: a misbehaving server cannot exhaust memory.
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	const maxResponse = 64 << 20
+	var buf []byte
+	if n := resp.ContentLength; n > 0 && n < maxResponse {
+		buf = make([]byte, 0, n+1) // read to EOF without growing
+	}
+	raw, err := readAll(io.LimitReader(resp.Body, maxResponse), buf)
 	if err != nil {
 		return Response{}, fmt.Errorf("%s %s: read response: %w", req.method, req.path, err)
 	}
@@ -156,11 +183,34 @@ func (c *Client) do(ctx context.Context, req request, out any, opts ...CallOptio
 		return r, decodeProblem(req.method, req.path, resp, raw)
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent {
+		if req.decode != nil && req.decode(raw) {
+			return r, nil
+		}
 		if err := json.Unmarshal(raw, out); err != nil {
 			return r, fmt.Errorf("%s %s: decode %d response: %w", req.method, req.path, resp.StatusCode, err)
 		}
 	}
 	return r, nil
+}
+
+// readAll is io.ReadAll into buf, which may come presized.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 512)
+	}
+	for {
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
 }
 
 // Health checks /healthz.

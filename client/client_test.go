@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,5 +168,70 @@ func TestNonProblemError(t *testing.T) {
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Status != http.StatusBadGateway || ce.Kind() != "" || !strings.Contains(ce.Detail, "proxy") {
 		t.Fatalf("plain error: %#v", err)
+	}
+}
+
+// TestCommitWire: the commit body the client writes is the one json.Marshal
+// writes, with the usual headers, and answers decode the same whether they
+// take the client's fast reader or, with a field it does not know,
+// encoding/json.
+func TestCommitWire(t *testing.T) {
+	answers := []string{
+		`{"run":{"tenant_id":"t","run_id":"r","workflow_name":"w","workflow_version":"1","state_schema_version":1,"status":"running","next_step":"b","state":{"a":1},"state_revision":2,"lease_epoch":1,"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:06.5Z"},"event":{"seq":2,"event_type":"a","attempt":0,"payload":{},"created_at":"2025-01-02T03:04:06.5Z"}}` + "\n",
+		`{"run":{"tenant_id":"t","run_id":"r","workflow_name":"w","workflow_version":"1","state_schema_version":1,"status":"running","next_step":"b","state":{"a":1},"state_revision":2,"lease_epoch":1,"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:06.5Z","added_later":true},"event":{"seq":2,"event_type":"a","attempt":0,"payload":{},"created_at":"2025-01-02T03:04:06.5Z"}}`,
+	}
+	var (
+		mu      sync.Mutex
+		body    []byte
+		header  http.Header
+		current string
+	)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		body, header = b, r.Header.Clone()
+		answer := current
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
+	}))
+	defer hs.Close()
+	c, err := client.New(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := run.CommitRequest{
+		ExpectedRevision: 1,
+		Lease:            run.Lease{Owner: "w1", Epoch: 1, ExpiresAt: time.Date(2025, 1, 2, 3, 5, 0, 0, time.UTC)},
+		Event:            run.EventInput{EventType: "a", StepID: "s", Attempt: 1, Payload: json.RawMessage(`{ "n" : 1 }`)},
+		State:            json.RawMessage("{\n  \"a\": 1\n}"),
+		NextStep:         "b",
+	}
+	want, _ := json.Marshal(req)
+	for _, answer := range answers {
+		mu.Lock()
+		current = answer
+		mu.Unlock()
+		res, err := c.Commit(context.Background(), "r", req)
+		if err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		var expect client.CommitResult
+		if err := json.Unmarshal([]byte(answer), &expect); err != nil {
+			t.Fatal(err)
+		}
+		if res.Run.RunID != "r" || res.Run.StateRevision != 2 || string(res.Run.State) != `{"a":1}` || res.Event.Seq != 2 ||
+			!res.Run.UpdatedAt.Equal(expect.Run.UpdatedAt) || res.Run.Status != run.StatusRunning || string(res.Event.Payload) != `{}` {
+			t.Errorf("decoded %+v, want %+v", res, expect)
+		}
+		mu.Lock()
+		if !bytes.Equal(body, want) {
+			t.Errorf("body sent:\n got %s\nwant %s", body, want)
+		}
+		if header.Get("Content-Type") != "application/json" || header.Get("If-Match") != `"1"` ||
+			header.Get("Accept") != "application/json, application/problem+json" || header.Get("User-Agent") != "memento-go-client/1" {
+			t.Errorf("headers sent: %v", header)
+		}
+		mu.Unlock()
 	}
 }

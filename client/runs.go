@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mementohq/memento/internal/commitjson"
 	"github.com/mementohq/memento/run"
 )
 
@@ -154,10 +155,16 @@ type CommitResult struct {
 // run.ErrRevisionConflict / run.ErrLeaseLost with errors.Is.
 func (c *Client) Commit(ctx context.Context, runID string, req run.CommitRequest, opts ...CallOption) (CommitResult, error) {
 	r := request{method: http.MethodPost, path: runPath(runID, "commit"), body: req}
+	// Commits are the hot path: the usual request is written and the usual
+	// answer read without reflection, byte for byte as encoding/json would.
+	if b, ok := commitjson.AppendRequest(make([]byte, 0, 320+len(req.State)+len(req.Event.Payload)), &req); ok {
+		r.rawBody = b
+	}
 	if req.ExpectedRevision > 0 {
 		r.header = revisionHeader("If-Match", req.ExpectedRevision)
 	}
 	var out CommitResult
+	r.decode = func(raw []byte) bool { return commitjson.DecodeResponse(raw, &out.Run, &out.Event) }
 	_, err := c.do(ctx, r, &out, opts...)
 	if err != nil {
 		return CommitResult{}, err

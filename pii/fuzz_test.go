@@ -1,6 +1,7 @@
 package pii
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -70,4 +71,63 @@ func withLuhnDigit(d string) string {
 		}
 	}
 	panic("unreachable")
+}
+
+// FuzzCleanJSON checks the JSON screen is conservative: when it calls a
+// JSON text clean, no string of it (keys included) holds anything to find.
+func FuzzCleanJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"turn":7,"lang":"en"}`, `{"mail":"a@b.io"}`, `{"a@b.io":1}`, `{"card":"4111 1111 1111 1111"}`,
+		`{"d":"2025-12-20"}`, `{"e":"a\u0040b.io"}`, `["x",{"y":"+33 6 12 34 56 78"}]`, `"unterminated 4111`,
+	} {
+		f.Add(s)
+	}
+	red := NewRedactor(Options{})
+	f.Fuzz(func(t *testing.T, s string) {
+		var v any
+		if !red.CleanJSON([]byte(s)) || json.Unmarshal([]byte(s), &v) != nil {
+			return
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch x := v.(type) {
+			case string:
+				if fs := red.Find(x); len(fs) != 0 {
+					t.Fatalf("CleanJSON(%q) but %q holds %+v", s, x, fs)
+				}
+			case []any:
+				for _, e := range x {
+					walk(e)
+				}
+			case map[string]any:
+				for k, e := range x {
+					walk(k)
+					walk(e)
+				}
+			}
+		}
+		walk(v)
+	})
+}
+
+func TestCleanJSON(t *testing.T) {
+	red := NewRedactor(Options{})
+	for s, want := range map[string]bool{
+		`{"turn":7,"lang":"en","n":12345678901234}`: true, // digits outside strings do not count
+		`{"step":"step-123"}`:                       true,
+		`{"d":"2025-12-20"}`:                        false,
+		`{"mail":"a@b.io"}`:                         false,
+		`{"a\u0040b.io":1}`:                         false,
+		`{"x":"unterminated 4111 1111`:              false,
+	} {
+		if got := red.CleanJSON([]byte(s)); got != want {
+			t.Errorf("CleanJSON(%s) = %v, want %v", s, got, want)
+		}
+	}
+	if !NewRedactor(Options{Disabled: true}).CleanJSON([]byte(`{"mail":"a@b.io"}`)) {
+		t.Error("a disabled redactor changes nothing, so everything is clean to it")
+	}
+	if !NewRedactor(Options{Kinds: []Kind{KindEmail}}).CleanJSON([]byte(`{"d":"2025-12-20 4111 1111"}`)) {
+		t.Error("digits matter only to kinds that need them")
+	}
 }

@@ -31,6 +31,10 @@ func (h *LogHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.
 
 // Handle implements slog.Handler.
 func (h *LogHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if h.clean(rec) {
+		// Masking would change nothing: pass the record on without a copy.
+		return h.next.Handle(ctx, rec)
+	}
 	out := slog.NewRecord(rec.Time, rec.Level, h.red.Mask(rec.Message), rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(h.maskAttr(a))
@@ -51,6 +55,26 @@ func (h *LogHandler) WithAttrs(as []slog.Attr) slog.Handler {
 // WithGroup implements slog.Handler.
 func (h *LogHandler) WithGroup(name string) slog.Handler {
 	return &LogHandler{next: h.next.WithGroup(name), red: h.red}
+}
+
+// clean reports whether masking would leave rec as it is: no personal data
+// in the message or in any string attribute, and no attribute whose value
+// needs resolving or formatting first (groups, LogValuers, errors, structs).
+func (h *LogHandler) clean(rec slog.Record) bool {
+	if len(h.red.Find(rec.Message)) > 0 {
+		return false
+	}
+	clean := true
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Value.Kind() {
+		case slog.KindString:
+			clean = unmasked[a.Key] || len(h.red.Find(a.Value.String())) == 0
+		case slog.KindAny, slog.KindGroup, slog.KindLogValuer:
+			clean = false
+		}
+		return clean
+	})
+	return clean
 }
 
 func (h *LogHandler) maskAttr(a slog.Attr) slog.Attr {

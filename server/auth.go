@@ -150,12 +150,12 @@ func ParseAPIKeys(ks *KeySet, spec string) error {
 	return nil
 }
 
-type principalKey struct{}
-
 // PrincipalFrom returns the principal an authenticated request acts as.
 func PrincipalFrom(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
-	return p, ok
+	if ri, ok := ctx.Value(reqInfoKey{}).(*reqInfo); ok && ri.authed {
+		return ri.principal, true
+	}
+	return Principal{}, false
 }
 
 // tenant returns the tenant of an authenticated request. Handlers of /v1

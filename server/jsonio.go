@@ -19,28 +19,45 @@ import (
 // unknown fields, nothing after it, at most s.maxBody bytes. Every failure is
 // a 4xx problem whose detail says what is wrong.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	body, err := s.readJSONObject(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, dst)
+}
+
+// readJSONObject checks the Content-Type and reads the body, which must
+// look like a JSON object; it returns the body trimmed of whitespace.
+func (s *Server) readJSONObject(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	// The usual exact value skips parsing; anything else is parsed.
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			// Strict on purpose: a browser can send form or text bodies
 			// cross-site without a CORS preflight, JSON it cannot.
-			return newError(problem.UnsupportedMediaType, fmt.Sprintf("Content-Type %q is not JSON; send Content-Type: application/json (with curl: --json, or -H 'Content-Type: application/json')", ct))
+			return nil, newError(problem.UnsupportedMediaType, fmt.Sprintf("Content-Type %q is not JSON; send Content-Type: application/json (with curl: --json, or -H 'Content-Type: application/json')", ct))
 		}
 	}
 	body, err := s.readBody(w, r, "; keep large payloads in an artifact store and put a digest and URI in the state")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
-		return badRequest("the request body is empty; a JSON object is required")
+		return nil, badRequest("the request body is empty; a JSON object is required")
 	}
 	if trimmed[0] != '{' {
 		if !json.Valid(trimmed) {
-			return badRequest("malformed JSON: %v", syntaxDetail(trimmed))
+			return nil, badRequest("malformed JSON: %v", syntaxDetail(trimmed))
 		}
-		return badRequest("the request body must be a JSON object")
+		return nil, badRequest("the request body must be a JSON object")
 	}
+	return trimmed, nil
+}
+
+// decodeStrict decodes a body readJSONObject returned into dst: no unknown
+// fields, nothing after the object.
+func decodeStrict(trimmed []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -55,7 +72,12 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) err
 // readBody reads the request body, at most s.maxBody bytes: a longer one is
 // a 413 problem whose detail ends with hint.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hint string) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	var buf []byte
+	if n := r.ContentLength; n > 0 && n < s.maxBody {
+		// A declared length sizes the buffer once; the reader still checks it.
+		buf = make([]byte, 0, n+1)
+	}
+	body, err := readAll(http.MaxBytesReader(w, r.Body, s.maxBody), buf)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -64,6 +86,26 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hint string) (
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
 	return body, nil
+}
+
+// readAll is io.ReadAll into buf, which may come presized.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 512)
+	}
+	for {
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
 }
 
 func syntaxDetail(b []byte) string {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -16,6 +18,35 @@ type metrics struct {
 	duration        *prometheus.HistogramVec
 	commits         prometheus.Counter
 	commitConflicts *prometheus.CounterVec
+	// series caches the request series per route and status (seriesKey ->
+	// *httpSeries); both sets are small and fixed by the routes.
+	series sync.Map
+}
+
+type seriesKey struct {
+	route  string
+	status int
+}
+
+// httpSeries are the request counter and latency histogram of one route and status.
+type httpSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// seriesOf looks the series of a route and status up in the vectors once,
+// sparing every later request the label hashing and locking.
+func (m *metrics) seriesOf(route string, status int) *httpSeries {
+	k := seriesKey{route, status}
+	if v, ok := m.series.Load(k); ok {
+		return v.(*httpSeries)
+	}
+	code := strconv.Itoa(status)
+	v, _ := m.series.LoadOrStore(k, &httpSeries{
+		requests: m.requests.WithLabelValues(route, code),
+		duration: m.duration.WithLabelValues(route, code),
+	})
+	return v.(*httpSeries)
 }
 
 // Conflict kinds counted by memento_run_commit_conflicts_total.

@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/mementohq/memento/internal/commitjson"
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 )
@@ -197,8 +199,16 @@ type CommitResponse struct {
 
 func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 	var req run.CommitRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	body, err := s.readJSONObject(w, r)
+	if err != nil {
 		return err
+	}
+	// The usual body takes the fast reader; anything else, and every
+	// error, goes through encoding/json as on the other routes.
+	if !commitjson.DecodeRequest(body, &req) {
+		if err := decodeStrict(body, &req); err != nil {
+			return err
+		}
 	}
 	if im := r.Header.Get("If-Match"); im != "" {
 		rev, err := ifMatchRevision(im, req.ExpectedRevision)
@@ -221,8 +231,32 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.commits.Inc()
 	w.Header().Set("ETag", revisionETag(rn.StateRevision))
-	writeJSON(w, http.StatusOK, CommitResponse{Run: rn, Event: ev})
+	writeCommit(w, &rn, &ev)
 	return nil
+}
+
+// commitBufs recycles response buffers: a commit answer is written out
+// before writeCommit returns, and commits are the hot path of the API.
+var commitBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// writeCommit answers 200 with the commit response, as writeJSON would.
+func writeCommit(w http.ResponseWriter, rn *run.Run, ev *run.Event) {
+	bp := commitBufs.Get().(*[]byte)
+	defer commitBufs.Put(bp)
+	b, ok := commitjson.AppendResponse((*bp)[:0], rn, ev)
+	if !ok {
+		// Something to escape or repair: encoding/json does it.
+		writeJSON(w, http.StatusOK, CommitResponse{Run: *rn, Event: *ev})
+		return
+	}
+	b = append(b, '\n')
+	if cap(b) <= 64<<10 {
+		*bp = b
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
 
 // ifMatchRevision reconciles an If-Match header with the body's
@@ -234,7 +268,7 @@ func ifMatchRevision(header string, expected int64) (int64, error) {
 		return expected, nil
 	}
 	var revs []int64
-	for _, tag := range strings.Split(header, ",") {
+	for tag := range strings.SplitSeq(header, ",") {
 		tag = strings.TrimSpace(tag)
 		rev, ok := parseRevisionETag(tag)
 		if !ok {

@@ -31,7 +31,7 @@ func mergeState(state json.RawMessage, p map[string]any) (json.RawMessage, error
 
 // member is one member of a JSON object as written.
 type member struct {
-	key string // unescaped
+	key []byte // unescaped
 	raw []byte // the key as written, quotes included; nil for a new key
 	val []byte
 }
@@ -44,7 +44,7 @@ func mergeObject(obj []byte, p map[string]any) (out []byte, ok bool, err error) 
 		return nil, false, nil
 	}
 	for k, v := range p {
-		i := slices.IndexFunc(ms, func(m member) bool { return m.key == k })
+		i := slices.IndexFunc(ms, func(m member) bool { return string(m.key) == k })
 		if v == nil {
 			if i >= 0 {
 				ms = slices.Delete(ms, i, i+1)
@@ -66,14 +66,14 @@ func mergeObject(obj []byte, p map[string]any) (out []byte, ok bool, err error) 
 		if i >= 0 {
 			ms[i].val = enc
 		} else {
-			ms = append(ms, member{key: k, val: enc})
+			ms = append(ms, member{key: []byte(k), val: enc})
 		}
 	}
 	// encoding/json writes map keys in this order; the stored text follows it.
-	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
 	n := 2
 	for i, m := range ms {
-		if i > 0 && m.key == ms[i-1].key {
+		if i > 0 && bytes.Equal(m.key, ms[i-1].key) {
 			return nil, false, nil
 		}
 		n += len(m.raw) + len(m.val) + 2
@@ -85,7 +85,7 @@ func mergeObject(obj []byte, p map[string]any) (out []byte, ok bool, err error) 
 			buf = append(buf, ',')
 		}
 		if m.raw == nil {
-			k, err := encodeJSON(m.key)
+			k, err := encodeJSON(string(m.key))
 			if err != nil {
 				return nil, false, fmt.Errorf("encode state: %w", err)
 			}
@@ -205,14 +205,14 @@ func skipValue(b []byte, i int) (int, bool) {
 	return j, j > i
 }
 
-func unquote(raw []byte) (string, bool) {
+func unquote(raw []byte) ([]byte, bool) {
 	in := raw[1 : len(raw)-1]
 	if bytes.IndexByte(in, '\\') < 0 {
-		return string(in), true
+		return in, true
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", false
+		return nil, false
 	}
-	return s, true
+	return []byte(s), true
 }

@@ -21,6 +21,7 @@ type benchSessionsFlags struct {
 	rounds      int
 	concurrency []int
 	noRedaction bool
+	noCache     bool
 	asJSON      bool
 	quiet       bool
 }
@@ -35,9 +36,14 @@ concurrency (default 1 and 16), each client on its own session, through
 session.Service on the Redis store (redaction on, as in production), and in
 the same rounds the floor: raw go-redis commands moving the same payload:
 
-  get     HGETALL of the session record    vs  GET of the session as served
+  get     HMGET of the session record      vs  GET of the session as served
   append  the append+trim script           vs  SET of the message
-  patch   read, merge, compare-and-set     vs  GET + SET of the state
+  patch   merge, compare-and-set script    vs  GET + SET of the state
+
+A patch merges onto the state the store last saw of that session when it
+is the If-Match revision (each client here patches its own session, so it
+is), and reads the state first otherwise; --no-state-cache measures the
+read-first path.
 
 Within each measurement memento and its floor take turns of --slice, so
 both see the same background load; medians of the rounds are reported with
@@ -54,6 +60,7 @@ deleted at the end. Progress goes to stderr, the report to stdout.`,
 	fl.IntVar(&f.rounds, "rounds", bench.DefaultRounds, "rounds; the median is reported")
 	fl.IntSliceVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "concurrent clients, each on its own session")
 	fl.BoolVar(&f.noRedaction, "no-redaction", false, "measure without the personal-data redactor")
+	fl.BoolVar(&f.noCache, "no-state-cache", false, "every patch reads the state first (the store's state cache off)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	return cmd
@@ -78,7 +85,7 @@ func runBenchSessions(cmd *cobra.Command, f benchSessionsFlags) error {
 	defer stop()
 	rep, err := bench.RunSessions(ctx, bench.SessionsConfig{
 		RedisURL: url, Duration: f.duration, Warmup: warmup, Slice: f.slice, Rounds: f.rounds,
-		Concurrency: f.concurrency, NoRedaction: f.noRedaction, Progress: progress,
+		Concurrency: f.concurrency, NoRedaction: f.noRedaction, NoStateCache: f.noCache, Progress: progress,
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -399,16 +400,70 @@ type wireMessage struct {
 	Metadata json.RawMessage `json:"m,omitempty"`
 }
 
+// encodeMessage writes the wireMessage JSON of m without reflection; text
+// that is not valid UTF-8 (which the service never passes) and metadata
+// that is not valid JSON take encoding/json's way, to be fixed or refused.
+func encodeMessage(m session.MessageInput) (string, error) {
+	meta := m.Metadata
+	if len(meta) > 0 && string(meta) == "null" {
+		meta = nil
+	}
+	if !utf8.ValidString(m.Role) || !utf8.ValidString(m.Content) || (len(meta) > 0 && !json.Valid(meta)) {
+		b, err := json.Marshal(wireMessage{Role: m.Role, Content: m.Content, Metadata: m.Metadata})
+		return string(b), err
+	}
+	b := make([]byte, 0, len(m.Role)+len(m.Content)+len(meta)+32)
+	b = append(b, `{"r":`...)
+	b = appendJSONString(b, m.Role)
+	b = append(b, `,"c":`...)
+	b = appendJSONString(b, m.Content)
+	if len(meta) > 0 {
+		b = append(b, `,"m":`...)
+		b = append(b, meta...)
+	}
+	b = append(b, '}')
+	return string(b), nil
+}
+
+// appendJSONString appends s, valid UTF-8, as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
 // Append implements session.Store.
 func (s *Store) Append(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int) (session.AppendResult, error) {
 	args := make([]any, 0, len(msgs)+2)
 	args = append(args, userID, maxMessages)
 	for _, m := range msgs {
-		b, err := json.Marshal(wireMessage{Role: m.Role, Content: m.Content, Metadata: m.Metadata})
+		b, err := encodeMessage(m)
 		if err != nil {
 			return session.AppendResult{}, fmt.Errorf("append to session %s: encode: %w", sessionID, err)
 		}
-		args = append(args, string(b))
+		args = append(args, b)
 	}
 	r, err := s.run(ctx, appendScript, s.sessionKeys(tenantID, sessionID), args...)
 	if err != nil {
