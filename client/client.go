@@ -125,8 +125,14 @@ func (c *Client) do(ctx context.Context, req request, out any, opts ...CallOptio
 	for _, o := range opts {
 		o(&req)
 	}
+	// req.path is already escaped; Path must hold its decoded form, or
+	// URL.String would escape the escapes again.
+	decoded, err := url.PathUnescape(req.path)
+	if err != nil {
+		return Response{}, fmt.Errorf("%s %s: bad path: %w", req.method, req.path, err)
+	}
 	u := *c.base
-	u.Path = strings.TrimRight(c.base.Path, "/") + req.path
+	u.Path = strings.TrimRight(c.base.Path, "/") + decoded
 	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + req.path
 	if len(req.query) > 0 {
 		u.RawQuery = req.query.Encode()
@@ -169,7 +175,8 @@ func (c *Client) do(ctx context.Context, req request, out any, opts ...CallOptio
 	const maxResponse = 64 << 20
 	var buf []byte
 	if n := resp.ContentLength; n > 0 && n < maxResponse {
-		buf = make([]byte, 0, n+1) // read to EOF without growing
+		// Read to EOF without growing; a length alone reserves at most 64 KiB.
+		buf = make([]byte, 0, min(n+1, 64<<10))
 	}
 	raw, err := readAll(io.LimitReader(resp.Body, maxResponse), buf)
 	if err != nil {

@@ -235,3 +235,29 @@ func TestCommitWire(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestNonASCIIRunID: an id whose path form is percent-encoded reaches the
+// server once-escaped, so every run path finds it.
+func TestNonASCIIRunID(t *testing.T) {
+	hs := newServer(t, "")
+	c, err := client.New(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id := "café-ünïcode"
+	if _, _, err := c.CreateRun(ctx, run.CreateRequest{RunID: id, WorkflowName: "w"}); err != nil {
+		t.Fatalf("create %q: %v", id, err)
+	}
+	got, err := c.GetRun(ctx, id)
+	if err != nil || got.RunID != id {
+		t.Fatalf("get %q: %+v %v", id, got, err)
+	}
+	l, err := c.AcquireLease(ctx, id, "w1", time.Minute)
+	if err != nil {
+		t.Fatalf("lease %q: %v", id, err)
+	}
+	if _, err := c.Commit(ctx, id, run.CommitRequest{ExpectedRevision: 1, Lease: l, Event: run.EventInput{EventType: "step"}, State: json.RawMessage(`{}`)}); err != nil {
+		t.Fatalf("commit %q: %v", id, err)
+	}
+}

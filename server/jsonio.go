@@ -74,8 +74,9 @@ func decodeStrict(trimmed []byte, dst any) error {
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hint string) ([]byte, error) {
 	var buf []byte
 	if n := r.ContentLength; n > 0 && n < s.maxBody {
-		// A declared length sizes the buffer once; the reader still checks it.
-		buf = make([]byte, 0, n+1)
+		// A declared length sizes the buffer once (the reader still checks
+		// it); only up to presizeLimit, so a length alone reserves little.
+		buf = make([]byte, 0, min(n+1, presizeLimit))
 	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, s.maxBody), buf)
 	if err != nil {
@@ -87,6 +88,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hint string) (
 	}
 	return body, nil
 }
+
+// presizeLimit bounds the buffer a declared Content-Length reserves
+// before any of the body has arrived.
+const presizeLimit = 64 << 10
 
 // readAll is io.ReadAll into buf, which may come presized.
 func readAll(r io.Reader, buf []byte) ([]byte, error) {
