@@ -126,10 +126,7 @@ func AppendResponse(dst []byte, r *run.Run, e *run.Event) ([]byte, bool) {
 func DecodeRequest(b []byte, c *run.CommitRequest) bool {
 	var out run.CommitRequest
 	r := reader{b: b}
-	var seen uint
-	ok := r.object(func(k []byte) bool {
-		var bit uint
-		ok := false
+	ok := r.fields(func(k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "expected_revision":
 			bit = 1 << 0
@@ -158,11 +155,7 @@ func DecodeRequest(b []byte, c *run.CommitRequest) bool {
 			bit = 1 << 7
 			out.StateSchemaVersion, ok = r.int()
 		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return true
+		return bit, ok
 	})
 	if !ok || !r.atEnd() {
 		return false
@@ -172,10 +165,7 @@ func DecodeRequest(b []byte, c *run.CommitRequest) bool {
 }
 
 func (r *reader) lease(l *run.Lease) bool {
-	var seen uint
-	return r.object(func(k []byte) bool {
-		var bit uint
-		ok := false
+	return r.fields(func(k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "owner":
 			bit = 1 << 0
@@ -187,19 +177,12 @@ func (r *reader) lease(l *run.Lease) bool {
 			bit = 1 << 2
 			ok = r.time(&l.ExpiresAt)
 		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return true
+		return bit, ok
 	})
 }
 
 func (r *reader) eventInput(e *run.EventInput) bool {
-	var seen uint
-	return r.object(func(k []byte) bool {
-		var bit uint
-		ok := false
+	return r.fields(func(k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "event_type":
 			bit = 1 << 0
@@ -214,11 +197,7 @@ func (r *reader) eventInput(e *run.EventInput) bool {
 			bit = 1 << 3
 			e.Payload, ok = r.raw()
 		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return true
+		return bit, ok
 	})
 }
 
@@ -230,12 +209,9 @@ func DecodeResponse(b []byte, r *run.Run, e *run.Event) bool {
 	var (
 		outR run.Run
 		outE run.Event
-		seen uint
 	)
 	rd := reader{b: b}
-	ok := rd.object(func(k []byte) bool {
-		var bit uint
-		ok := false
+	ok := rd.fields(func(k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "run":
 			bit = 1 << 0
@@ -244,11 +220,7 @@ func DecodeResponse(b []byte, r *run.Run, e *run.Event) bool {
 			bit = 1 << 1
 			ok = rd.event(&outE)
 		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return true
+		return bit, ok
 	})
 	if !ok || !rd.atEnd() {
 		return false
@@ -258,10 +230,7 @@ func DecodeResponse(b []byte, r *run.Run, e *run.Event) bool {
 }
 
 func (r *reader) run(out *run.Run) bool {
-	var seen uint
-	return r.object(func(k []byte) bool {
-		var bit uint
-		ok := false
+	return r.fields(func(k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "tenant_id":
 			bit = 1 << 0
@@ -318,19 +287,12 @@ func (r *reader) run(out *run.Run) bool {
 			bit = 1 << 16
 			ok = r.time(&out.UpdatedAt)
 		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return true
+		return bit, ok
 	})
 }
 
 func (r *reader) event(out *run.Event) bool {
-	var seen uint
-	return r.object(func(k []byte) bool {
-		var bit uint
-		ok := false
+	return r.fields(func(k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "seq":
 			bit = 1 << 0
@@ -351,6 +313,17 @@ func (r *reader) event(out *run.Event) bool {
 			bit = 1 << 5
 			ok = r.time(&out.CreatedAt)
 		}
+		return bit, ok
+	})
+}
+
+// fields reads an object whose members field decodes: field names the bit of
+// a known key and whether its value read well. An unknown key (bit 0, not
+// ok), a bad value or a repeated key sends the caller to encoding/json.
+func (r *reader) fields(field func(k []byte) (bit uint, ok bool)) bool {
+	var seen uint
+	return r.object(func(k []byte) bool {
+		bit, ok := field(k)
 		if !ok || seen&bit != 0 {
 			return false
 		}

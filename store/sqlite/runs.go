@@ -587,24 +587,10 @@ func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit 
 	}
 	deleted := 0
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT tenant_id, run_id FROM runs
+		keys, err := queryKeys(ctx, tx, `SELECT tenant_id, run_id FROM runs
 			WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ?
 			ORDER BY updated_at LIMIT ?`, cutoff.UnixMicro(), limit)
 		if err != nil {
-			return err
-		}
-		type key struct{ tenant, run string }
-		var keys []key
-		for rows.Next() {
-			var k key
-			if err := rows.Scan(&k.tenant, &k.run); err != nil {
-				rows.Close()
-				return err
-			}
-			keys = append(keys, k)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		// Explicit deletes, tenant first, rather than relying on the cascade:
@@ -617,7 +603,7 @@ func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit 
 				`DELETE FROM approvals WHERE tenant_id = ? AND run_id = ?`,
 				`DELETE FROM runs WHERE tenant_id = ? AND run_id = ?`,
 			} {
-				if _, err := tx.ExecContext(ctx, q, k.tenant, k.run); err != nil {
+				if _, err := tx.ExecContext(ctx, q, k.tenant, k.id); err != nil {
 					return err
 				}
 			}
@@ -629,4 +615,26 @@ func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit 
 		return 0, fmt.Errorf("sqlite delete terminal runs before %s: %w", cutoff.UTC().Format(time.RFC3339Nano), err)
 	}
 	return deleted, nil
+}
+
+// rowKey is a tenant and an id, as selected by the sweeps.
+type rowKey struct{ tenant, id string }
+
+// queryKeys collects the (tenant, id) rows a query selects, before the caller
+// deletes them in the same transaction.
+func queryKeys(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]rowKey, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []rowKey
+	for rows.Next() {
+		var k rowKey
+		if err := rows.Scan(&k.tenant, &k.id); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
 }

@@ -94,26 +94,12 @@ func (s *SessionStore) Sweep(ctx context.Context) (sessions, vault int, err erro
 		var n int
 		err := s.db.writeTx(ctx, func(tx *sql.Tx) error {
 			now := s.db.nowMicros()
-			rows, err := tx.QueryContext(ctx, `SELECT tenant_id, session_id FROM sessions WHERE expires_at <= ? LIMIT ?`, now, sweepBatch)
+			keys, err := queryKeys(ctx, tx, `SELECT tenant_id, session_id FROM sessions WHERE expires_at <= ? LIMIT ?`, now, sweepBatch)
 			if err != nil {
 				return err
 			}
-			type key struct{ t, s string }
-			var keys []key
-			for rows.Next() {
-				var k key
-				if err := rows.Scan(&k.t, &k.s); err != nil {
-					rows.Close()
-					return err
-				}
-				keys = append(keys, k)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
 			for _, k := range keys {
-				if err := deleteSession(ctx, tx, k.t, k.s); err != nil {
+				if err := deleteSession(ctx, tx, k.tenant, k.id); err != nil {
 					return err
 				}
 			}
