@@ -239,9 +239,7 @@ func (s *Service) Events(ctx context.Context, tenantID, runID string, after int6
 	if after < 0 {
 		return nil, invalid("after must not be negative")
 	}
-	if _, err := s.store.GetRun(ctx, tenantID, runID); err != nil {
-		return nil, fmt.Errorf("list events of run %s: %w", runID, err)
-	}
+	// The store answers ErrNotFound for an unknown run: no separate lookup.
 	evs, err := s.store.ListEvents(ctx, tenantID, runID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of run %s: %w", runID, err)
@@ -386,9 +384,6 @@ func (s *Service) Checkpoint(ctx context.Context, tenantID, runID, label string,
 
 // Checkpoints lists a run's checkpoints.
 func (s *Service) Checkpoints(ctx context.Context, tenantID, runID string) ([]Checkpoint, error) {
-	if _, err := s.store.GetRun(ctx, tenantID, runID); err != nil {
-		return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
-	}
 	cps, err := s.store.ListCheckpoints(ctx, tenantID, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
