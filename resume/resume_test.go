@@ -11,6 +11,7 @@ import (
 
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/faultstore"
 	"github.com/mementohq/memento/store/memstore"
 	"github.com/mementohq/memento/toolop"
 )
@@ -22,10 +23,13 @@ type fixture struct {
 	v    *resume.Verifier
 }
 
-func setup(t *testing.T) fixture {
+func setup(t *testing.T) fixture { return setupFaults(t, faultstore.New(1)) }
+
+// setupFaults is setup with the stores behind the injector's rules.
+func setupFaults(t *testing.T, in *faultstore.Injector) fixture {
 	mem := memstore.New()
 	db := &divergent{Store: mem}
-	f := fixture{db: db, runs: run.NewService(db, run.Options{}), ops: toolop.NewService(mem, nil)}
+	f := fixture{db: db, runs: run.NewService(in.Runs(db), run.Options{}), ops: toolop.NewService(in.Ops(mem), nil)}
 	f.v = &resume.Verifier{Runs: f.runs, Ops: f.ops}
 	return f
 }
