@@ -107,7 +107,9 @@ func (s Runs) GetCheckpoint(ctx context.Context, tenantID, runID, label string) 
 }
 
 func (s Runs) Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr run.NewRun) (run.Run, error) {
-	return call(ctx, s.T, "Fork", tenantID, func(ctx context.Context) (run.Run, error) { return s.Store.Fork(ctx, tenantID, sourceRunID, revision, nr) })
+	return call(ctx, s.T, "Fork", tenantID, func(ctx context.Context) (run.Run, error) {
+		return s.Store.Fork(ctx, tenantID, sourceRunID, revision, nr)
+	})
 }
 
 func (s Runs) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
