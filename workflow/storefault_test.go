@@ -229,3 +229,30 @@ func TestSlowAndFlakyStore(t *testing.T) {
 		t.Fatal("no commit failed: the test tested nothing")
 	}
 }
+
+// The ledger's move to started is applied but its answer lost, so nothing
+// was sent: the retry finds the operation in doubt, the lookup says not
+// applied, and it is sent once, with the same key.
+func TestLedgerStartAnswerLost(t *testing.T) {
+	in := faultstore.New(1, faultstore.Rule{Method: "TransitionOperation", Action: faultstore.Lose, Times: 1,
+		If: func(c faultstore.Call) bool { return c.Args[2].(toolop.Transition).To == toolop.StatusStarted }})
+	e, p := faultEnv(in), newProvider()
+	var paid, noted atomic.Int32
+	eng := newEngine(t, e, p, workflow.Options{}, payThenNote(p, &paid, &noted, nil))
+	ctx := context.Background()
+	if _, _, err := eng.Start(ctx, "pn", "run-ls", nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := eng.Drive(ctx, "run-ls")
+	if err != nil {
+		t.Fatalf("drive: %v", err)
+	}
+	if in.Applied("TransitionOperation") != 1 {
+		t.Fatalf("the lost start was not applied underneath")
+	}
+	finished(t, e, p, r, "run-ls")
+	op, _ := e.ops.Get(ctx, "default", toolop.OperationID("run-ls", "pay"))
+	if op.Status != toolop.StatusSucceeded || !strings.Contains(op.Resolution, "not applied") {
+		t.Fatalf("operation %+v; want succeeded after being reconciled as not applied", op)
+	}
+}
