@@ -107,11 +107,14 @@ type AppendResult struct {
 }
 
 // MessageQuery selects messages: the latest Limit among those created after
-// Since and with seq after AfterSeq, returned oldest first.
+// Since, with seq after AfterSeq and (when BeforeSeq > 0) before BeforeSeq,
+// returned oldest first. A page cursor (Service.MessagePage) sets BeforeSeq:
+// pages go from the newest messages to older ones.
 type MessageQuery struct {
-	Limit    int
-	Since    time.Time
-	AfterSeq int64
+	Limit     int
+	Since     time.Time
+	AfterSeq  int64
+	BeforeSeq int64
 }
 
 // PutRequest creates or replaces a session.

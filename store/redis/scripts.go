@@ -169,16 +169,18 @@ return {'ok', trimmed, count + n - trimmed, ls + 1, t0, x, score}
 `)
 
 // messagesScript returns the newest messages matching the filter, newest first.
-// KEYS: session. ARGV: user, limit, since_us, after_seq.
+// KEYS: session. ARGV: user, limit, since_us, after_seq, before_seq (0: none).
 var messagesScript = goredis.NewScript(prelude + `
 local m = record(ARGV[1], now_us())
 if not m then return {'nf'} end
-local limit, since, after = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local limit, since, after, before = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local ls, n = tonumber(m.ls), tonumber(m.n)
-local lo = math.max(ls - n + 1, after + 1, ls - limit + 1)
-if since > 0 and lo <= ls then
+local hi = ls
+if before > 0 and before - 1 < hi then hi = before - 1 end
+local lo = math.max(ls - n + 1, after + 1, hi - limit + 1)
+if since > 0 and lo <= hi then
   -- times grow with seq: find the first seq created after since
-  local a, b = lo, ls + 1
+  local a, b = lo, hi + 1
   while a < b do
     local mid = math.floor((a + b) / 2)
     local e = redis.call('HGET', KEYS[1], '#' .. fmt(mid))
@@ -189,9 +191,9 @@ if since > 0 and lo <= ls then
   lo = a
 end
 local out = {'ok'}
-if lo > ls then return out end
+if lo > hi then return out end
 local fields = {}
-for s = ls, lo, -1 do fields[#fields + 1] = '#' .. fmt(s) end
+for s = hi, lo, -1 do fields[#fields + 1] = '#' .. fmt(s) end
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
 for i = 1, #vals do out[i + 1] = vals[i] end
 return out
@@ -256,6 +258,11 @@ const (
 	fGen
 	fState // getFields only
 )
+
+// listFields are what a list item needs: the record without the summary
+// (and never the state or the messages), so a listing reads a few small
+// fields per session whatever the size of its documents.
+var listFields = []string{"u", "x", "a", "r", "n", "ls", "ttl", "c", "la"}
 
 // getFields are what Get reads: the record and the state, never the messages.
 var getFields = append(append([]string(nil), recordFields...), "st")
