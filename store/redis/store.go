@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,23 +54,49 @@ type Store struct {
 }
 
 // Open connects to a redis:// or rediss:// URL, checks it answers and loads
-// the scripts.
+// the scripts. A URL with addr parameters names a Redis Cluster by several
+// seed addresses, go-redis's cluster URL form:
+// redis://h1:p1?addr=h2:p2&addr=h3:p3. Every key of a session shares one
+// hash slot, so each script runs on one node.
 func Open(ctx context.Context, url string, o Options) (*Store, error) {
-	opts, err := goredis.ParseURL(url)
+	c, where, err := dial(url)
 	if err != nil {
 		return nil, fmt.Errorf("open redis: %w", err)
 	}
-	s := New(goredis.NewClient(opts), o)
+	s := New(c, o)
 	s.owned = true
 	if err := s.Ping(ctx); err != nil {
 		s.c.Close()
-		return nil, fmt.Errorf("open redis %s: %w", opts.Addr, err)
+		return nil, fmt.Errorf("open redis %s: %w", where, err)
 	}
 	if err := s.loadScripts(ctx); err != nil {
 		s.c.Close()
-		return nil, fmt.Errorf("open redis %s: %w", opts.Addr, err)
+		return nil, fmt.Errorf("open redis %s: %w", where, err)
 	}
 	return s, nil
+}
+
+// IsClusterURL reports whether url names a Redis Cluster (seed addresses
+// in addr parameters).
+func IsClusterURL(url string) bool {
+	u, err := neturl.Parse(url)
+	return err == nil && u.Query().Has("addr")
+}
+
+// dial makes the client a URL names, and says where it points (no password).
+func dial(url string) (goredis.UniversalClient, string, error) {
+	if IsClusterURL(url) {
+		opts, err := goredis.ParseClusterURL(url)
+		if err != nil {
+			return nil, "", err
+		}
+		return goredis.NewClusterClient(opts), "cluster " + strings.Join(opts.Addrs, ","), nil
+	}
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, "", err
+	}
+	return goredis.NewClient(opts), opts.Addr, nil
 }
 
 // New wraps a client the caller owns (a cluster client works: all keys of one
