@@ -23,6 +23,7 @@ func TestOpenBackends(t *testing.T) {
 			cfg := memento.Config{DataDir: filepath.Join(t.TempDir(), "data"), MaxStateBytes: 64}
 			if backend == memento.BackendPostgres {
 				cfg.PostgresURL = storetest.PostgresURL(t)
+				cfg.PII.Key = storetest.PIIKey
 			}
 			eng, err := memento.Open(ctx, cfg)
 			if err != nil {

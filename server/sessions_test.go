@@ -42,7 +42,7 @@ const (
 func newSessionEnv(t *testing.T, backend string, sessOpts session.Options) *sessionEnv {
 	t.Helper()
 	tenant := storetest.RandomID("t-")
-	cfg := memento.Config{DataDir: t.TempDir(), Sessions: sessOpts}
+	cfg := memento.Config{DataDir: t.TempDir(), Sessions: sessOpts, PII: memento.PIIConfig{Key: storetest.PIIKey}}
 	var rdb *goredis.Client
 	if backend == "redis" {
 		rdb, cfg.RedisURL = storetest.RedisClient(t)

@@ -184,6 +184,14 @@ func CleanupRedisKeys(t testing.TB, rdb goredis.Cmdable, pattern string) {
 	})
 }
 
+// PIIKey is a vault key for tests on shared backends (PostgreSQL, Redis),
+// which refuse to start without one; PIIKeyHex is it as MEMENTO_PII_KEY
+// takes it. Never use it outside tests.
+var PIIKey = []byte("memento-test-vault-key-32-bytes!")
+
+// PIIKeyHex is PIIKey in hex.
+const PIIKeyHex = "6d656d656e746f2d746573742d7661756c742d6b65792d33322d627974657321"
+
 // RandomID returns prefix followed by 12 random hex digits, for tenants,
 // key prefixes and ids that must not meet another test's.
 func RandomID(prefix string) string { return prefix + randHex(6) }
