@@ -59,13 +59,10 @@ func (e *Engine) SessionBackend() Backend { return e.sessionBackend }
 // else the runs backend (PostgreSQL, so several instances share sessions,
 // or the embedded database). It returns the vault key to use.
 func (b *builder) openSessions(ctx context.Context, st *Stores, pg *postgres.DB, lite *sqlite.DB) (Backend, []byte, error) {
+	// Open refused a shared backend without a key already.
 	key := b.cfg.PII.Key
-	needKey := !b.cfg.PII.Disabled && len(key) == 0
 	switch {
 	case b.cfg.RedisURL != "":
-		if needKey {
-			return "", nil, fmt.Errorf("sessions: %w", ErrNoPIIKey)
-		}
 		rs, err := redis.Open(ctx, b.cfg.RedisURL, redis.Options{})
 		if err != nil {
 			return "", nil, fmt.Errorf("sessions: %w", err)
@@ -75,9 +72,6 @@ func (b *builder) openSessions(ctx context.Context, st *Stores, pg *postgres.DB,
 		st.Sessions, st.Vault = rs, rs
 		return BackendRedis, key, nil
 	case pg != nil:
-		if needKey {
-			return "", nil, fmt.Errorf("sessions: %w", ErrNoPIIKey)
-		}
 		ss := postgres.NewSessionStore(pg, postgres.SessionOptions{})
 		// Closers run last-first: the sweeper stops before its pool closes.
 		b.closers = append(b.closers, ss.Close)
@@ -87,7 +81,7 @@ func (b *builder) openSessions(ctx context.Context, st *Stores, pg *postgres.DB,
 		ss := sqlite.NewSessionStore(lite, sqlite.SessionOptions{})
 		b.closers = append(b.closers, ss.Close)
 		st.Sessions, st.Vault = ss, ss
-		if needKey {
+		if !b.cfg.PII.Disabled && len(key) == 0 {
 			var err error
 			if key, err = loadOrCreateKey(filepath.Join(b.cfg.DataDir, PIIKeyFile)); err != nil {
 				return "", nil, fmt.Errorf("sessions: vault key: %w", err)

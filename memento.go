@@ -158,6 +158,11 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = DefaultDataDir
 	}
+	// Refuse before connecting anything: instances sharing a backend must
+	// share the vault key, so none can be made up here.
+	if (cfg.PostgresURL != "" || cfg.RedisURL != "") && !cfg.PII.Disabled && len(cfg.PII.Key) == 0 {
+		return nil, fmt.Errorf("open memento: %w", ErrNoPIIKey)
+	}
 	b := &builder{cfg: cfg}
 	e, err := b.open(ctx)
 	if err != nil {

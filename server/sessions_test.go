@@ -371,9 +371,13 @@ func TestSessionClientRoundTrip(t *testing.T) {
 		if _, err := e.c.SetSessionSummary(ctx, "s", "u", session.Summary{Text: "paying", ThroughSeq: 0}); err != nil {
 			t.Fatalf("summary: %v", err)
 		}
+		// List items carry the record, not the documents (state, summary).
 		list, err := e.c.ListSessions(ctx, "u", 0)
-		if err != nil || len(list) != 1 || list[0].Summary == nil {
+		if err != nil || len(list) != 1 || list[0].Revision != 2 || list[0].State != nil || list[0].Summary != nil {
 			t.Fatalf("list: %+v %v", list, err)
+		}
+		if got, err := e.c.GetSession(ctx, "s", "u"); err != nil || got.Summary == nil || got.Summary.Text != "paying" {
+			t.Fatalf("get after summary: %+v %v", got, err)
 		}
 		final, err := e.c.CloseSession(ctx, "s", "u")
 		if err != nil || !strings.Contains(string(final.State), "pay") || final.Revision != 2 {

@@ -34,7 +34,7 @@ type Session struct {
 	SessionID      string          `json:"session_id"`
 	UserID         string          `json:"user_id"`
 	App            string          `json:"app,omitempty"`
-	State          json.RawMessage `json:"state"`
+	State          json.RawMessage `json:"state,omitempty"` // absent only in list items
 	Revision       int64           `json:"revision"`
 	Summary        *Summary        `json:"summary,omitempty"`
 	MessageCount   int             `json:"message_count"`
