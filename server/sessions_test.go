@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mementohq/memento"
@@ -21,7 +22,7 @@ import (
 )
 
 // sessionBackends are the stores sessions can live on.
-var sessionBackends = []string{"sqlite", "redis"}
+var sessionBackends = []string{"sqlite", "postgres", "redis"}
 
 // sessionEnv is a server whose sessions live on backend, reached with a
 // writer key and an admin key of one random tenant, so tests sharing a
@@ -30,6 +31,7 @@ type sessionEnv struct {
 	*testEnv
 	tenant  string
 	dataDir string
+	pgURL   string
 	admin   *client.Client
 	rdb     *goredis.Client
 }
@@ -47,6 +49,9 @@ func newSessionEnv(t *testing.T, backend string, sessOpts session.Options) *sess
 	if backend == "redis" {
 		rdb, cfg.RedisURL = storetest.RedisClient(t)
 		storetest.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+	}
+	if backend == "postgres" {
+		cfg.PostgresURL = storetest.PostgresURL(t)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -67,7 +72,7 @@ func newSessionEnv(t *testing.T, backend string, sessOpts session.Options) *sess
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sessionEnv{testEnv: e, tenant: tenant, dataDir: cfg.DataDir, admin: admin, rdb: rdb}
+	return &sessionEnv{testEnv: e, tenant: tenant, dataDir: cfg.DataDir, pgURL: cfg.PostgresURL, admin: admin, rdb: rdb}
 }
 
 func auth(key string, more ...string) map[string]string {
@@ -303,6 +308,20 @@ func TestSessionPIIStoredAsReferences(t *testing.T) {
 				t.Fatalf("raw message row: %v", err)
 			}
 			if err := db.SQL().QueryRowContext(ctx, `SELECT state FROM sessions WHERE tenant_id = ? AND session_id = 's'`, e.tenant).Scan(&state); err != nil {
+				t.Fatalf("raw session row: %v", err)
+			}
+			raw = []string{content, state}
+		case "postgres":
+			conn, err := pgx.Connect(ctx, e.pgURL)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer conn.Close(ctx)
+			var content, state string
+			if err := conn.QueryRow(ctx, `SELECT content FROM session_messages WHERE tenant_id = $1 AND session_id = 's'`, e.tenant).Scan(&content); err != nil {
+				t.Fatalf("raw message row: %v", err)
+			}
+			if err := conn.QueryRow(ctx, `SELECT state FROM sessions WHERE tenant_id = $1 AND session_id = 's'`, e.tenant).Scan(&state); err != nil {
 				t.Fatalf("raw session row: %v", err)
 			}
 			raw = []string{content, state}
