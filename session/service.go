@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -398,6 +399,10 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 		if !utf8.ValidString(m.Content) {
 			return AppendResult{}, invalid("message %d: content is not valid UTF-8", i)
 		}
+		// Text columns (PostgreSQL) cannot hold NUL; no backend takes it.
+		if strings.IndexByte(m.Content, 0) >= 0 || strings.IndexByte(m.Role, 0) >= 0 {
+			return AppendResult{}, invalid("message %d: role and content must not contain NUL characters", i)
+		}
 		if n := len(m.Content) + len(m.Metadata); n > s.opts.MaxMessageBytes {
 			return AppendResult{}, fmt.Errorf("%w: message %d has %d bytes, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes)
 		}
@@ -499,6 +504,9 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	}
 	if !utf8.ValidString(sum.Text) {
 		return Session{}, invalid("summary text is not valid UTF-8")
+	}
+	if strings.IndexByte(sum.Text, 0) >= 0 {
+		return Session{}, invalid("summary text must not contain NUL characters")
 	}
 	if n := len(sum.Text) + len(sum.Data); n > s.opts.MaxStateBytes {
 		return Session{}, fmt.Errorf("%w: summary has %d bytes, limit %d", ErrStateTooLarge, n, s.opts.MaxStateBytes)

@@ -663,6 +663,12 @@ func testSessionLimits(t *testing.T, s session.Store) {
 	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", make([]session.MessageInput, 4)); !errors.Is(err, session.ErrInvalidInput) {
 		t.Fatalf("batch over the limit: %v, want ErrInvalidInput", err)
 	}
+	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "user", Content: "a\x00b"}}); !errors.Is(err, session.ErrInvalidInput) {
+		t.Fatalf("a NUL in a message: %v, want ErrInvalidInput", err)
+	}
+	if _, err := f.svc.SetSummary(ctx, f.tenant, sid, "u", session.Summary{Text: "a\x00b"}); !errors.Is(err, session.ErrInvalidInput) {
+		t.Fatalf("a NUL in the summary: %v, want ErrInvalidInput", err)
+	}
 	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "", Content: "x"}}); !errors.Is(err, session.ErrInvalidInput) {
 		t.Fatalf("message without a role: %v, want ErrInvalidInput", err)
 	}
