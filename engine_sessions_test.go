@@ -295,3 +295,44 @@ func TestNewWithWrappedStores(t *testing.T) {
 		t.Fatal("new without session stores succeeded")
 	}
 }
+
+// TestOpenRedisCluster: a cluster URL (several seed addresses) opens the
+// engine's sessions on the Redis Cluster.
+func TestOpenRedisCluster(t *testing.T) {
+	url := storetest.RedisClusterURL(t)
+	ctx := context.Background()
+	tenant := storetest.RandomID("t-")
+	eng, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), RedisURL: url, PII: memento.PIIConfig{Key: storetest.PIIKey}})
+	if err != nil {
+		t.Fatalf("open on the cluster: %v", err)
+	}
+	defer eng.Close()
+	if eng.SessionBackend() != memento.BackendRedis {
+		t.Fatalf("session backend %s", eng.SessionBackend())
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		state := `{"n":1}`
+		if id == "c" {
+			state = `{"mail":"z@example.org"}`
+		}
+		if _, _, err := eng.Sessions.Put(ctx, tenant, id, session.PutRequest{UserID: "u", State: []byte(state)}); err != nil {
+			t.Fatalf("put %s: %v", id, err)
+		}
+		defer func() { _, _ = eng.Sessions.Close(ctx, tenant, id, "u") }()
+	}
+	s, err := eng.Sessions.Get(ctx, tenant, "c", "u")
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	ref, _ := refIn(t, string(s.State))
+	if r, err := eng.Vault.Resolve(ctx, tenant, ref); err != nil || r.Value != "z@example.org" {
+		t.Fatalf("resolve on the cluster: %+v %v", r, err)
+	}
+	_ = eng.Vault.Forget(ctx, tenant, ref)
+	if list, err := eng.Sessions.ListUser(ctx, tenant, "u", 10); err != nil || len(list) != 4 {
+		t.Fatalf("list on the cluster: %d %v", len(list), err)
+	}
+	if err := eng.Ready(ctx); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+}
