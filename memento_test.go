@@ -23,6 +23,7 @@ func TestOpenBackends(t *testing.T) {
 			cfg := memento.Config{DataDir: filepath.Join(t.TempDir(), "data"), MaxStateBytes: 64}
 			if backend == memento.BackendPostgres {
 				cfg.PostgresURL = storetest.PostgresURL(t)
+				cfg.PII.Key = storetest.PIIKey
 			}
 			eng, err := memento.Open(ctx, cfg)
 			if err != nil {
@@ -80,7 +81,7 @@ func TestOpenFailsCleanly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Nothing listens on port 1: the error names PostgreSQL.
-	_, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), PostgresURL: "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2"})
+	_, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), PostgresURL: "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2", PII: memento.PIIConfig{Key: storetest.PIIKey}})
 	if err == nil || !strings.Contains(err.Error(), "postgres") {
 		t.Fatalf("unreachable postgres: %v", err)
 	}

@@ -47,11 +47,11 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7700", "address to listen on (env "+envListen+")")
 	fl.StringVar(&f.data, "data", memento.DefaultDataDir, "data directory of the embedded backend (env "+envData+")")
-	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for runs (env "+envPostgresURL+")")
-	fl.StringVar(&f.redis, "redis", "", "Redis URL for sessions (env "+envRedisURL+")")
+	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for runs, and for sessions unless --redis (env "+envPostgresURL+")")
+	fl.StringVar(&f.redis, "redis", "", "Redis URL for sessions, or a Redis Cluster as redis://h1:p1?addr=h2:p2&addr=h3:p3 (env "+envRedisURL+")")
 	fl.StringVar(&f.apiKeys, "api-keys", "", `API keys "key=tenant[:role],..." with role reader, writer (default) or admin (env `+envAPIKeys+`)`)
 	fl.StringVar(&f.maxState, "max-state-bytes", "", "largest run state accepted, in bytes (env "+envMaxState+", default 1048576)")
-	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits)")
+	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits, required with --postgres or --redis: openssl rand -hex 32)")
 	fl.StringVar(&f.retention, "retention", "", "delete completed, failed and cancelled runs (with their events, checkpoints and operations) this long after their last update, e.g. 720h; empty keeps them (env "+envRetention+")")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
@@ -72,13 +72,11 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 		cfg.PII.Disabled = !on
 	}
-	if v := os.Getenv(envPIIKey); v != "" {
-		key, err := hex.DecodeString(strings.TrimSpace(v))
-		if err != nil || len(key) != 32 {
-			return fmt.Errorf("%s: want 64 hex digits (an AES-256 key)", envPIIKey)
-		}
-		cfg.PII.Key = key
+	key, err := piiKeyFromEnv()
+	if err != nil {
+		return err
 	}
+	cfg.PII.Key = key
 	if v := flagOrEnv(cmd, "max-state-bytes", f.maxState, envMaxState, ""); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -144,6 +142,19 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		defer func() { stopRetention(); <-done }()
 	}
 	return srv.ListenAndServe(ctx, listen)
+}
+
+// piiKeyFromEnv reads the vault key from MEMENTO_PII_KEY (nil when unset).
+func piiKeyFromEnv() ([]byte, error) {
+	v := os.Getenv(envPIIKey)
+	if v == "" {
+		return nil, nil
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(v))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("%s: want 64 hex digits (an AES-256 key; make one with `openssl rand -hex 32`)", envPIIKey)
+	}
+	return key, nil
 }
 
 func newLogger(cmd *cobra.Command, format, level string) (*slog.Logger, error) {
