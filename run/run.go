@@ -60,6 +60,10 @@ type Lease struct {
 	Owner     string    `json:"owner"`
 	Epoch     int64     `json:"epoch"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Revision is the run's state revision when AcquireLease answered, so a
+	// worker that knows the run at that revision needs no second read.
+	// Only AcquireLease sets it; it is not part of the wire format.
+	Revision int64 `json:"-"`
 }
 
 // Checkpoint labels one revision of a run.

@@ -39,7 +39,8 @@ type Store interface {
 	//     it unexpired, extend it with the same epoch; held by another: ErrLeaseHeld.
 	//   epoch > 0: renew; only if owner and epoch match and it has not expired,
 	//     else ErrLeaseLost.
-	// A terminal run is ErrRunNotActive.
+	// A terminal run is ErrRunNotActive. The answer's Revision is the run's
+	// state revision at that moment.
 	AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (Lease, error)
 
 	// ReleaseLease frees the lease if owner and epoch match (ErrLeaseLost otherwise).

@@ -29,6 +29,7 @@ func RecoverySuite(t *testing.T, open func(t *testing.T) (run.Store, toolop.Stor
 		{"WakeOfRunningRunKept", testWakeOfRunningKept},
 		{"FinishedRunsIgnored", testRecoverFinished},
 		{"RetentionDeletesWakeups", testRetentionWakeups},
+		{"LeaseRevision", testLeaseRevision},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -361,4 +362,24 @@ func testRetentionWakeups(t *testing.T, rs run.Store, ts toolop.Store) {
 	f.create("r")
 	f.to("r", run.StatusSuspended)
 	f.want(time.Now().Add(2 * time.Hour))
+}
+
+func testLeaseRevision(t *testing.T, rs run.Store, ts toolop.Store) {
+	f := newRecFx(t, rs, ts)
+	f.create("r")
+	l, err := rs.AcquireLease(f.ctx, f.tn, "r", "w", 0, longTTL)
+	if err != nil || l.Revision != 1 {
+		t.Fatalf("lease: %+v %v, want revision 1", l, err)
+	}
+	r, _ := f.runs.Get(f.ctx, f.tn, "r")
+	if _, _, err := f.runs.Commit(f.ctx, f.tn, "r", run.CommitRequest{ExpectedRevision: 1, Lease: l,
+		Event: run.EventInput{EventType: "step"}, State: r.State}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = rs.AcquireLease(f.ctx, f.tn, "r", "w", l.Epoch, longTTL); err != nil || l.Revision != 2 {
+		t.Fatalf("renewed lease: %+v %v, want revision 2", l, err)
+	}
+	if l, err = rs.AcquireLease(f.ctx, f.tn, "r", "w", 0, longTTL); err != nil || l.Revision != 2 {
+		t.Fatalf("re-taken lease: %+v %v, want revision 2", l, err)
+	}
 }

@@ -304,14 +304,14 @@ UPDATE runs SET
 WHERE tenant_id = $1 AND run_id = $2 AND status NOT IN ` + terminalSQL + `
   AND (  ($4::bigint = 0 AND (lease_owner = $3 OR lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= now()))
       OR ($4::bigint > 0 AND lease_owner = $3 AND lease_epoch = $4 AND lease_expires_at > now()))
-RETURNING lease_epoch, lease_expires_at`
+RETURNING lease_epoch, lease_expires_at, state_revision`
 
 // AcquireLease takes (epoch 0) or renews (epoch > 0) the run's lease.
 func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (run.Lease, error) {
 	for attempt := 0; ; attempt++ {
 		l := run.Lease{Owner: owner}
 		err := db.pool.QueryRow(ctx, acquireLeaseSQL, tenantID, runID, owner, epoch, ttl.Microseconds()).
-			Scan(&l.Epoch, &l.ExpiresAt)
+			Scan(&l.Epoch, &l.ExpiresAt, &l.Revision)
 		if err == nil {
 			l.ExpiresAt = l.ExpiresAt.UTC()
 			return l, nil

@@ -341,7 +341,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 			WHERE tenant_id = ? AND run_id = ?`, owner, newEpoch, expires, tenantID, runID); err != nil {
 			return err
 		}
-		l = run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: fromMicros(expires)}
+		l = run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: fromMicros(expires), Revision: r.StateRevision}
 		return nil
 	})
 	if err != nil {
