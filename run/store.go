@@ -106,8 +106,12 @@ type Store interface {
 	// wake-up (At = WakeNow) when an operation's status changes to one not in
 	// doubt (not started or unknown) or an approval is decided, and one timed
 	// wake-up at ExpiresAt when a pending approval is created, each only if
-	// the run is running or suspended at that moment. Writing a wake-up that
-	// exists (same run and At) increments its N instead.
+	// the run is running or suspended at that moment. The run store itself
+	// writes an immediate wake-up for a run it inserts suspended (Fork of a
+	// suspended or terminal revision): it may wait for something that
+	// already happened. Writing a wake-up that exists (same run and At)
+	// increments its N instead. Wake-ups are deleted with their run
+	// (DeleteTerminalBefore).
 	ListRecoverable(ctx context.Context, tenantID string, q RecoveryQuery) ([]Recoverable, error)
 
 	// AckWakeups deletes the run's wake-ups that still are exactly as given

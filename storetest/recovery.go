@@ -30,6 +30,7 @@ func RecoverySuite(t *testing.T, open func(t *testing.T) (run.Store, toolop.Stor
 		{"FinishedRunsIgnored", testRecoverFinished},
 		{"RetentionDeletesWakeups", testRetentionWakeups},
 		{"LeaseRevision", testLeaseRevision},
+		{"ForkWoken", testForkWoken},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -382,4 +383,19 @@ func testLeaseRevision(t *testing.T, rs run.Store, ts toolop.Store) {
 	if l, err = rs.AcquireLease(f.ctx, f.tn, "r", "w", 0, longTTL); err != nil || l.Revision != 2 {
 		t.Fatalf("re-taken lease: %+v %v, want revision 2", l, err)
 	}
+}
+
+func testForkWoken(t *testing.T, rs run.Store, ts toolop.Store) {
+	f := newRecFx(t, rs, ts)
+	f.create("src")
+	f.to("src", run.StatusCompleted)
+	if _, err := f.runs.Fork(f.ctx, f.tn, "src", run.ForkRequest{FromRevision: 2, RunID: "fork"}); err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	// The fork is suspended: the loop looks at it once, then it waits.
+	w := f.want(time.Now(), "fork")["fork"].Wakeups
+	if err := rs.AckWakeups(f.ctx, f.tn, "fork", w); err != nil {
+		t.Fatal(err)
+	}
+	f.want(time.Now())
 }

@@ -60,6 +60,18 @@ CREATE TRIGGER approvals_wake_decided AFTER UPDATE OF status ON approvals
     FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM OLD.status AND NEW.status <> 'pending')
     EXECUTE FUNCTION memento_wake_approval();
 
+-- A run inserted suspended (a fork) may wait for something that already
+-- happened: the loop looks at it once.
+CREATE FUNCTION memento_wake_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM memento_wake_run(NEW.tenant_id, NEW.run_id, 'epoch'::timestamptz);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER runs_wake_inserted AFTER INSERT ON runs
+    FOR EACH ROW WHEN (NEW.status = 'suspended')
+    EXECUTE FUNCTION memento_wake_inserted();
+
 -- Runs suspended before this migration were found by polling; wake each once
 -- so the loop checks them, and arm the expiry of every pending approval.
 INSERT INTO run_wakeups (tenant_id, run_id, wake_at)

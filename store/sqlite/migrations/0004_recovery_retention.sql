@@ -43,6 +43,17 @@ BEGIN
     ON CONFLICT (tenant_id, run_id, wake_at) DO UPDATE SET n = n + 1;
 END;
 
+-- A run inserted suspended (a fork) may wait for something that already
+-- happened: the loop looks at it once.
+CREATE TRIGGER runs_wake_inserted AFTER INSERT ON runs
+WHEN NEW.status = 'suspended'
+BEGIN
+    INSERT INTO run_wakeups (tenant_id, run_id, wake_at, n) VALUES (NEW.tenant_id, NEW.run_id, 0, 1)
+    ON CONFLICT (tenant_id, run_id, wake_at) DO UPDATE SET n = n + 1;
+END;
+
+-- Runs suspended before this migration were found by polling; wake each once
+-- so the loop checks them, and arm the expiry of every pending approval.
 INSERT INTO run_wakeups (tenant_id, run_id, wake_at)
 SELECT tenant_id, run_id, 0 FROM runs WHERE status = 'suspended';
 INSERT OR IGNORE INTO run_wakeups (tenant_id, run_id, wake_at)
