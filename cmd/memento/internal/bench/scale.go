@@ -560,4 +560,3 @@ func (r ScaleReport) WriteTable(w io.Writer) {
 		}
 	}
 }
-
