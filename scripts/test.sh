@@ -295,6 +295,8 @@ fi
 
 log "go vet ./..."
 go vet ./...
+# The crash tests build the binary with its crash points; vet that build too.
+go vet -tags memento_crashpoints ./cmd/memento/
 
 # The benchmark peer is its own module (the product never depends on it):
 # build it so it cannot rot, but do not run it here.

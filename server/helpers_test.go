@@ -104,11 +104,10 @@ func serveEngine(t testing.TB, eng *memento.Engine, apiKeys, apiKey string) *tes
 	if err := server.ParseAPIKeys(keys, apiKeys); err != nil {
 		t.Fatalf("keys: %v", err)
 	}
-	srv, err := server.New(server.Options{
-		Engine: eng,
-		Keys:   keys,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	o := engineOptions(eng)
+	o.Keys = keys
+	o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := server.New(o)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
@@ -288,5 +287,13 @@ func commitReq(rev int64, l run.Lease, typ string, state string) run.CommitReque
 		Event:            run.EventInput{EventType: typ, StepID: typ, Attempt: 1, Payload: json.RawMessage(`{"ok":true}`)},
 		State:            json.RawMessage(state),
 		NextStep:         "next-" + typ,
+	}
+}
+
+// engineOptions are server options serving eng's services, as serve does.
+func engineOptions(eng *memento.Engine) server.Options {
+	return server.Options{
+		Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 	}
 }

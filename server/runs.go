@@ -69,7 +69,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	rn, created, err := s.eng.Runs.Create(r.Context(), tenant(r), req, r.Header.Get("Idempotency-Key"))
+	rn, created, err := s.runs.Create(r.Context(), tenant(r), req, r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	runs, next, err := s.eng.Runs.List(r.Context(), tenant(r), run.Status(q.Get("status")), q.Get("workflow"), q.Get("cursor"), clampLimit(limit))
+	runs, next, err := s.runs.List(r.Context(), tenant(r), run.Status(q.Get("status")), q.Get("workflow"), q.Get("cursor"), clampLimit(limit))
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
-	rn, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r))
+	rn, err := s.runs.Get(r.Context(), tenant(r), runID(r))
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	evs, err := s.eng.Runs.Events(r.Context(), tenant(r), runID(r), after, clampLimit(limit))
+	evs, err := s.runs.Events(r.Context(), tenant(r), runID(r), after, clampLimit(limit))
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	l, err := s.eng.Runs.AcquireLease(r.Context(), tenant(r), runID(r), req.Owner, req.Epoch, ttl)
+	l, err := s.runs.AcquireLease(r.Context(), tenant(r), runID(r), req.Owner, req.Epoch, ttl)
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := s.eng.Runs.ReleaseLease(r.Context(), tenant(r), runID(r), req.Lease); err != nil {
+	if err := s.runs.ReleaseLease(r.Context(), tenant(r), runID(r), req.Lease); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -217,7 +217,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 		}
 		req.ExpectedRevision = rev
 	}
-	rn, ev, err := s.eng.Runs.Commit(r.Context(), tenant(r), runID(r), req)
+	rn, ev, err := s.runs.Commit(r.Context(), tenant(r), runID(r), req)
 	if err != nil {
 		switch {
 		case errors.Is(err, run.ErrRevisionConflict):
@@ -342,7 +342,7 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	cp, err := s.eng.Runs.Checkpoint(r.Context(), tenant(r), runID(r), req.Label, req.Revision)
+	cp, err := s.runs.Checkpoint(r.Context(), tenant(r), runID(r), req.Label, req.Revision)
 	if err != nil {
 		return err
 	}
@@ -351,7 +351,7 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
-	cps, err := s.eng.Runs.Checkpoints(r.Context(), tenant(r), runID(r))
+	cps, err := s.runs.Checkpoints(r.Context(), tenant(r), runID(r))
 	if err != nil {
 		return err
 	}
@@ -364,7 +364,7 @@ func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	rn, err := s.eng.Runs.Fork(r.Context(), tenant(r), runID(r), req)
+	rn, err := s.runs.Fork(r.Context(), tenant(r), runID(r), req)
 	if err != nil {
 		return err
 	}

@@ -13,14 +13,29 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/session"
+	"github.com/mementohq/memento/toolop"
 )
 
 // Options configure a Server.
 type Options struct {
-	// Engine provides the domain services; required.
-	Engine *memento.Engine
+	// Runs, Ops, Sessions and Vault are the domain services the API
+	// serves; all are required.
+	Runs     *run.Service
+	Ops      *toolop.Service
+	Sessions *session.Service
+	Vault    *pii.Vault
+	// Ready reports whether every backend answers (GET /readyz); nil
+	// means always ready.
+	Ready func(context.Context) error
+	// Backend names the store that holds runs, for /readyz and the log.
+	Backend string
+	// MaxStateBytes is the run state limit the services enforce; 0 means
+	// run.DefaultMaxStateBytes. It sizes the default MaxBodyBytes.
+	MaxStateBytes int
 	// Keys are the API keys. Nil or empty means no authentication, one
 	// default tenant, and a loopback-only listener.
 	Keys *KeySet
@@ -35,7 +50,12 @@ type Options struct {
 
 // Server is the HTTP API. It is an http.Handler; Serve runs it on a listener.
 type Server struct {
-	eng             *memento.Engine
+	runs            *run.Service
+	ops             *toolop.Service
+	sessions        *session.Service
+	vault           *pii.Vault
+	ready           func(context.Context) error
+	backend         string
 	keys            *KeySet
 	log             *slog.Logger
 	maxBody         int64
@@ -77,11 +97,16 @@ func (s *Server) allRoutes() []Route {
 
 // New builds a Server: routes, metrics and the OpenAPI document.
 func New(opts Options) (*Server, error) {
-	if opts.Engine == nil {
-		return nil, errors.New("server: an engine is required")
+	if opts.Runs == nil || opts.Ops == nil || opts.Sessions == nil || opts.Vault == nil {
+		return nil, errors.New("server: the run, operation, session and vault services are required")
 	}
 	s := &Server{
-		eng:             opts.Engine,
+		runs:            opts.Runs,
+		ops:             opts.Ops,
+		sessions:        opts.Sessions,
+		vault:           opts.Vault,
+		ready:           opts.Ready,
+		backend:         opts.Backend,
 		keys:            opts.Keys,
 		log:             opts.Logger,
 		maxBody:         opts.MaxBodyBytes,
@@ -95,8 +120,14 @@ func New(opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if s.ready == nil {
+		s.ready = func(context.Context) error { return nil }
+	}
+	if opts.MaxStateBytes <= 0 {
+		opts.MaxStateBytes = run.DefaultMaxStateBytes
+	}
 	if s.maxBody <= 0 {
-		s.maxBody = 2*int64(opts.Engine.Config().MaxStateBytes) + 64<<10
+		s.maxBody = 2*int64(opts.MaxStateBytes) + 64<<10
 	}
 	if s.shutdownTimeout <= 0 {
 		s.shutdownTimeout = 15 * time.Second
@@ -154,7 +185,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	s.log.Info("listening", "addr", ln.Addr().String(), "backend", string(s.eng.Backend()), "auth", s.AuthEnabled())
+	s.log.Info("listening", "addr", ln.Addr().String(), "backend", s.backend, "auth", s.AuthEnabled())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

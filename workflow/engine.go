@@ -49,6 +49,8 @@ type Options struct {
 	// Artifacts resolves artifact digests for resume verification.
 	Artifacts resume.ArtifactResolver
 	Logger    *slog.Logger
+	// Hooks are for tests (crash points); production leaves them zero.
+	Hooks Hooks
 }
 
 // Engine runs workflows on durable runs.
@@ -353,7 +355,7 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	delete(top, toolop.ControlKey)
 	sc := &StepContext{e: e, run: r, step: step.Name, attempt: ctl.Attempt, state: top, ctl: ctl}
 	t0 := time.Now()
-	serr := safeRun(ctx, step, sc)
+	serr := safeRun(e.withHooks(ctx), step, sc)
 	sc.spend.WallMS += time.Since(t0).Milliseconds()
 	if ctx.Err() != nil {
 		// Lease lost or shutting down: commit nothing, the next owner redoes the step.
@@ -440,7 +442,7 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	}
 	nr, err := e.commit(ctx, r, l, state, next, status, reason, EventStepCompleted, step.Name, sc.attempt, payload)
 	if err == nil && len(sc.ops) > 0 {
-		Fault(ctx, FaultAfterCheckpoint, r.RunID)
+		e.at(ctx, FaultAfterCheckpoint, r.RunID)
 	}
 	return nr, err
 }

@@ -116,7 +116,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer eng.Close()
-	srv, err := server.New(server.Options{Engine: eng, Keys: keys, Logger: logger})
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
+		Keys: keys, Logger: logger})
 	if err != nil {
 		return err
 	}
