@@ -28,7 +28,8 @@ const DefaultMaxConns = 16
 
 // DB is a PostgreSQL-backed store. It is safe for concurrent use.
 type DB struct {
-	pool *pgxpool.Pool
+	pool      *pgxpool.Pool
+	retention retentionCursor
 }
 
 // Open connects to PostgreSQL and applies the embedded migrations that are

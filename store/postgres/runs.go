@@ -304,14 +304,14 @@ UPDATE runs SET
 WHERE tenant_id = $1 AND run_id = $2 AND status NOT IN ` + terminalSQL + `
   AND (  ($4::bigint = 0 AND (lease_owner = $3 OR lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= now()))
       OR ($4::bigint > 0 AND lease_owner = $3 AND lease_epoch = $4 AND lease_expires_at > now()))
-RETURNING lease_epoch, lease_expires_at`
+RETURNING lease_epoch, lease_expires_at, state_revision`
 
 // AcquireLease takes (epoch 0) or renews (epoch > 0) the run's lease.
 func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (run.Lease, error) {
 	for attempt := 0; ; attempt++ {
 		l := run.Lease{Owner: owner}
 		err := db.pool.QueryRow(ctx, acquireLeaseSQL, tenantID, runID, owner, epoch, ttl.Microseconds()).
-			Scan(&l.Epoch, &l.ExpiresAt)
+			Scan(&l.Epoch, &l.ExpiresAt, &l.Revision)
 		if err == nil {
 			l.ExpiresAt = l.ExpiresAt.UTC()
 			return l, nil
@@ -382,7 +382,8 @@ WITH u AS (
 		status_reason = $9,
 		state_schema_version = CASE WHEN $10::int > 0 THEN $10::int ELSE state_schema_version END,
 		state_revision = state_revision + 1,
-		updated_at = now()
+		updated_at = now(),
+		finished_at = CASE WHEN $8::text IN ` + terminalSQL + ` THEN now() ELSE finished_at END
 	WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
 	  AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
 	  AND status = ANY($11::text[])
@@ -621,77 +622,4 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 		return run.Run{}, fmt.Errorf("fork run %s at revision %d: %w", sourceRunID, revision, run.ErrRevisionNotFound)
 	}
 	return run.Run{}, fmt.Errorf("fork run %s as %s: %w", sourceRunID, newID, run.ErrAlreadyExists)
-}
-
-// DeleteTerminalBefore deletes terminal runs last updated before cutoff,
-// with their events and checkpoints. Candidates are found across tenants;
-// the deletes then run per tenant (each statement touches one tenant, as a
-// distributed database routes best), all sent in one batch.
-func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, nil
-	}
-	rows, err := db.pool.Query(ctx, `
-		SELECT tenant_id, run_id FROM runs
-		WHERE status IN `+terminalSQL+` AND updated_at < $1
-		ORDER BY updated_at LIMIT $2`, cutoff, limit)
-	if err != nil {
-		return 0, fmt.Errorf("find terminal runs before %s: %w", cutoff.Format(time.RFC3339), err)
-	}
-	byTenant := map[string][]string{}
-	var tenants []string
-	for rows.Next() {
-		var tenant, id string
-		if err := rows.Scan(&tenant, &id); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("find terminal runs: %w", err)
-		}
-		if _, ok := byTenant[tenant]; !ok {
-			tenants = append(tenants, tenant)
-		}
-		byTenant[tenant] = append(byTenant[tenant], id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("find terminal runs: %w", err)
-	}
-	if len(tenants) == 0 {
-		return 0, nil
-	}
-	// The status and age are checked again by the DELETE itself, so a run
-	// revived or touched since the scan is kept.
-	var b pgx.Batch
-	for _, tenant := range tenants {
-		b.Queue(`
-			WITH d AS (
-				DELETE FROM runs
-				WHERE tenant_id = $1 AND run_id = ANY($2::text[])
-				  AND status IN `+terminalSQL+` AND updated_at < $3
-				RETURNING run_id
-			), de AS (
-				DELETE FROM run_events e USING d WHERE e.tenant_id = $1 AND e.run_id = d.run_id
-			), dc AS (
-				DELETE FROM run_checkpoints c USING d WHERE c.tenant_id = $1 AND c.run_id = d.run_id
-			), dop AS (
-				DELETE FROM tool_operations o USING d WHERE o.tenant_id = $1 AND o.run_id = d.run_id
-			), dap AS (
-				DELETE FROM approvals a USING d WHERE a.tenant_id = $1 AND a.run_id = d.run_id
-			)
-			SELECT count(*) FROM d`, tenant, byTenant[tenant], cutoff)
-	}
-	br := db.pool.SendBatch(ctx, &b)
-	total := 0
-	for range tenants {
-		var n int
-		if err := br.QueryRow().Scan(&n); err != nil {
-			_ = br.Close()
-			// The batch is one implicit transaction: nothing was deleted.
-			return 0, fmt.Errorf("delete terminal runs: %w", err)
-		}
-		total += n
-	}
-	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("delete terminal runs: %w", err)
-	}
-	return total, nil
 }

@@ -38,6 +38,8 @@ type DB struct {
 	r    *sql.DB
 	path string
 	now  func() time.Time
+	// retention is the position of the retention sweep in progress.
+	retention retentionCursor
 }
 
 // OpenDir opens (creating it if needed) the database file FileName in dir.

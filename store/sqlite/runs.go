@@ -341,7 +341,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 			WHERE tenant_id = ? AND run_id = ?`, owner, newEpoch, expires, tenantID, runID); err != nil {
 			return err
 		}
-		l = run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: fromMicros(expires)}
+		l = run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: fromMicros(expires), Revision: r.StateRevision}
 		return nil
 	})
 	if err != nil {
@@ -426,10 +426,11 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, next_step = ?, status = ?, status_reason = ?,
-			state_schema_version = ?, state_revision = ?, updated_at = ?
+			state_schema_version = ?, state_revision = ?, updated_at = ?,
+			finished_at = CASE WHEN ? THEN ? ELSE finished_at END
 			WHERE tenant_id = ? AND run_id = ?`,
 			string(r.State), r.NextStep, string(r.Status), r.StatusReason, r.StateSchemaVersion, r.StateRevision, now,
-			tenantID, runID); err != nil {
+			r.Status.Terminal(), now, tenantID, runID); err != nil {
 			return err
 		}
 		out = r
@@ -577,44 +578,6 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 		return run.Run{}, fmt.Errorf("sqlite fork: %w", err)
 	}
 	return out, nil
-}
-
-// DeleteTerminalBefore deletes old terminal runs with their events and
-// checkpoints, across tenants, at most limit per call; see run.Store.
-func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, nil
-	}
-	deleted := 0
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		keys, err := queryKeys(ctx, tx, `SELECT tenant_id, run_id FROM runs
-			WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ?
-			ORDER BY updated_at LIMIT ?`, cutoff.UnixMicro(), limit)
-		if err != nil {
-			return err
-		}
-		// Explicit deletes, tenant first, rather than relying on the cascade:
-		// the same statements a distributed backend would run per shard.
-		for _, k := range keys {
-			for _, q := range []string{
-				`DELETE FROM run_events WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM run_checkpoints WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM tool_operations WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM approvals WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM runs WHERE tenant_id = ? AND run_id = ?`,
-			} {
-				if _, err := tx.ExecContext(ctx, q, k.tenant, k.id); err != nil {
-					return err
-				}
-			}
-		}
-		deleted = len(keys)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sqlite delete terminal runs before %s: %w", cutoff.UTC().Format(time.RFC3339Nano), err)
-	}
-	return deleted, nil
 }
 
 // rowKey is a tenant and an id, as selected by the sweeps.
