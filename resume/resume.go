@@ -88,12 +88,19 @@ type Request struct {
 	LeaseTTL time.Duration
 	// ExpectedRevision, when non-zero, must equal the run's revision once the lease is held.
 	ExpectedRevision int64
+	// SuspendOnRefusal makes a refusal after the lease was taken suspend the
+	// run with the failed check as its reason (a resume.refused event). The
+	// workflow engine asks for it: its recovery loop then waits for what the
+	// check needs. Without it (the HTTP API) a refusal changes nothing: the
+	// lease is released and the run is as it was.
+	SuspendOnRefusal bool
 }
 
 // Resume verifies the run and, if every check passes, leaves it running under
 // the caller's lease (a resume.verified event records the checks). A failure
-// after the lease was taken suspends the run with a reason naming the check
-// (a resume.refused event), releases the lease and returns ErrRefused. A lease
+// after the lease was taken releases the lease and returns ErrRefused, the
+// Result naming the check and carrying every check that ran; the run is left
+// as it was unless req.SuspendOnRefusal asks to suspend it. A lease
 // held by another owner or a revision mismatch changes nothing and returns
 // run.ErrLeaseHeld or run.ErrRevisionConflict.
 func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
@@ -289,12 +296,21 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 	return res, nil
 }
 
-// refuse suspends the run with the failed check as its reason and releases the lease.
+// refuse releases the lease and, if the request asks for it, first suspends
+// the run with the failed check as its reason.
 func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Run, l run.Lease, name, detail string) (Result, error) {
 	res.Refused, res.FailedCheck = true, name
 	res.Reason = fmt.Sprintf("resume refused: %s: %s", name, detail)
 	if len(res.Reason) > 4000 {
 		res.Reason = res.Reason[:4000]
+	}
+	if !req.SuspendOnRefusal {
+		res.Run = r
+		res.Lease = run.Lease{}
+		if err := v.Runs.ReleaseLease(context.WithoutCancel(ctx), req.TenantID, req.RunID, l); err != nil && !errors.Is(err, run.ErrLeaseLost) {
+			return res, fmt.Errorf("resume run %s: release lease: %w", req.RunID, err)
+		}
+		return res, fmt.Errorf("run %s: %w: %s", req.RunID, ErrRefused, res.Reason)
 	}
 	payload, _ := json.Marshal(map[string]any{"failed_check": name, "detail": detail, "checks": res.Checks})
 	nr, _, err := v.Runs.Commit(ctx, req.TenantID, req.RunID, run.CommitRequest{

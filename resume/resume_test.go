@@ -63,15 +63,41 @@ func (f fixture) resume(id string) (resume.Result, error) {
 	return f.v.Resume(context.Background(), resume.Request{TenantID: "t1", RunID: id, Owner: "w1", LeaseTTL: time.Minute})
 }
 
+// expectRefused resumes id and wants a refusal by check that changes nothing
+// but the lease it took and gave back.
 func expectRefused(t *testing.T, f fixture, id, check, detail string) {
 	t.Helper()
+	ctx := context.Background()
+	before, err := f.runs.Get(ctx, "t1", id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := f.resume(id)
 	if !errors.Is(err, resume.ErrRefused) || res.FailedCheck != check || !strings.Contains(res.Reason, detail) {
 		t.Fatalf("resume %s: err %v, failed %q, reason %q; want %s refusing with %q", id, err, res.FailedCheck, res.Reason, check, detail)
 	}
-	r, _ := f.runs.Get(context.Background(), "t1", id)
-	if r.Status != run.StatusSuspended || r.StatusReason != res.Reason || r.LeaseOwner != "" {
-		t.Fatalf("after refusal: %s %q lease %q", r.Status, r.StatusReason, r.LeaseOwner)
+	if last := res.Checks[len(res.Checks)-1]; last.Name != check || last.Status != resume.Failed {
+		t.Fatalf("checks end with %+v, want %s failed", last, check)
+	}
+	r, _ := f.runs.Get(ctx, "t1", id)
+	if r.Status != before.Status || r.StatusReason != before.StatusReason || r.StateRevision != before.StateRevision ||
+		run.Digest(r.State) != run.Digest(before.State) || r.LeaseOwner != "" {
+		t.Fatalf("a refused resume changed the run: before %s %q rev %d, after %s %q rev %d lease %q",
+			before.Status, before.StatusReason, before.StateRevision, r.Status, r.StatusReason, r.StateRevision, r.LeaseOwner)
+	}
+}
+
+// The workflow engine asks a refusal to suspend the run with the reason.
+func TestResumeSuspendOnRefusal(t *testing.T) {
+	f := setup(t)
+	before := f.newRun(t, "susp", toolop.Control{Artifacts: []toolop.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
+	res, err := f.v.Resume(context.Background(), resume.Request{TenantID: "t1", RunID: "susp", Owner: "w1", LeaseTTL: time.Minute, SuspendOnRefusal: true})
+	if !errors.Is(err, resume.ErrRefused) || res.FailedCheck != resume.CheckArtifacts {
+		t.Fatalf("resume: %v %q", err, res.FailedCheck)
+	}
+	r, _ := f.runs.Get(context.Background(), "t1", "susp")
+	if r.Status != run.StatusSuspended || r.StatusReason != res.Reason || r.LeaseOwner != "" || r.StateRevision != before.StateRevision+1 {
+		t.Fatalf("after refusal: %s %q lease %q rev %d", r.Status, r.StatusReason, r.LeaseOwner, r.StateRevision)
 	}
 }
 
