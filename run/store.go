@@ -59,8 +59,10 @@ type Store interface {
 	// CreateCheckpoint labels revision (which must exist: ErrRevisionNotFound);
 	// a label is unique per run (ErrCheckpointExists).
 	CreateCheckpoint(ctx context.Context, tenantID, runID, label string, revision int64) (Checkpoint, error)
-	// ListCheckpoints orders by revision, then label.
-	ListCheckpoints(ctx context.Context, tenantID, runID string) ([]Checkpoint, error)
+	// ListCheckpoints orders by (revision, label), strictly after the keyset
+	// position (afterRevision, afterLabel) — (0, "") from the start — and
+	// returns at most limit (limit <= 0: DefaultListSize).
+	ListCheckpoints(ctx context.Context, tenantID, runID string, afterRevision int64, afterLabel string, limit int) ([]Checkpoint, error)
 	// GetCheckpoint of an unknown label is ErrCheckpointNotFound.
 	GetCheckpoint(ctx context.Context, tenantID, runID, label string) (Checkpoint, error)
 

@@ -516,10 +516,14 @@ func (db *DB) CreateCheckpoint(ctx context.Context, tenantID, runID, label strin
 }
 
 // ListCheckpoints lists a run's checkpoints by revision, then label.
-func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string) ([]run.Checkpoint, error) {
+func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string, afterRevision int64, afterLabel string, limit int) ([]run.Checkpoint, error) {
+	if limit <= 0 {
+		limit = run.DefaultListSize
+	}
 	rows, err := db.pool.Query(ctx, `
 		SELECT label, revision, created_at FROM run_checkpoints
-		WHERE tenant_id = $1 AND run_id = $2 ORDER BY revision, label`, tenantID, runID)
+		WHERE tenant_id = $1 AND run_id = $2 AND (revision, label) > ($3, $4::text)
+		ORDER BY revision, label LIMIT $5`, tenantID, runID, afterRevision, afterLabel, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
 	}

@@ -476,9 +476,13 @@ func (db *DB) CreateCheckpoint(ctx context.Context, tenantID, runID, label strin
 }
 
 // ListCheckpoints lists a run's checkpoints by revision, then label; see run.Store.
-func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string) ([]run.Checkpoint, error) {
+func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string, afterRevision int64, afterLabel string, limit int) ([]run.Checkpoint, error) {
+	if limit <= 0 {
+		limit = run.DefaultListSize
+	}
 	rows, err := db.r.QueryContext(ctx, `SELECT label, revision, created_at FROM run_checkpoints
-		WHERE tenant_id = ? AND run_id = ? ORDER BY revision, label`, tenantID, runID)
+		WHERE tenant_id = ? AND run_id = ? AND (revision, label) > (?, ?)
+		ORDER BY revision, label LIMIT ?`, tenantID, runID, afterRevision, afterLabel, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
 	}
