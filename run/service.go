@@ -321,6 +321,9 @@ func (s *Service) validateCommit(c CommitRequest) (StoreCommit, error) {
 	if c.StateSchemaVersion < 0 {
 		return StoreCommit{}, invalid("state_schema_version must not be negative")
 	}
+	if c.VerifiedSeq < 0 || c.VerifiedSeq > c.ExpectedRevision {
+		return StoreCommit{}, invalid("verified seq must be between 0 and expected_revision")
+	}
 	payload := c.Event.Payload
 	if len(payload) == 0 {
 		payload = json.RawMessage(`{}`)
@@ -357,6 +360,8 @@ func (s *Service) validateCommit(c CommitRequest) (StoreCommit, error) {
 		StatusReason:       c.StatusReason,
 		StateSchemaVersion: c.StateSchemaVersion,
 		FromStatuses:       from,
+		Spend:              SpendOf(payload),
+		VerifiedSeq:        c.VerifiedSeq,
 	}, nil
 }
 
