@@ -152,3 +152,25 @@ func AddSpend(total, s map[string]int64) map[string]int64 {
 	}
 	return out
 }
+
+// CheckChain verifies events that follow, without a gap, the event at seq
+// after whose chain value is prev: each must carry ChainNext of the one
+// before. It returns the chain value after the last event and the seq of
+// the last one, or an error naming the first event that breaks the chain.
+// Events written before the chain was kept carry none ("") and are only
+// checked for continuity, as long as no chained event came before them.
+func CheckChain(prev string, after int64, evs []Event) (string, int64, error) {
+	for _, ev := range evs {
+		if ev.Seq != after+1 {
+			return prev, after, fmt.Errorf("gap in the event log: seq %d follows %d", ev.Seq, after)
+		}
+		switch {
+		case ev.Chain == "" && prev == "":
+			// Legacy row, before the chain.
+		case ev.Chain != ChainNext(prev, ev):
+			return prev, after, fmt.Errorf("event %d does not match the hash chain: altered or out of place", ev.Seq)
+		}
+		prev, after = ev.Chain, ev.Seq
+	}
+	return prev, after, nil
+}

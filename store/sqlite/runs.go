@@ -125,7 +125,7 @@ func insertRun(ctx context.Context, tx *sql.Tx, r run.Run, idemKey, digest strin
 }
 
 // insertEvent writes ev's Change (a snapshot in state, or a delta with
-// state '') and computes its chain from prev, which it sets on ev.
+// state ”) and computes its chain from prev, which it sets on ev.
 func insertEvent(ctx context.Context, tx *sql.Tx, tenantID, runID, prev string, ev *run.Event) error {
 	ev.Chain = run.ChainNext(prev, *ev)
 	state, delta := string(ev.Change), any(nil)
