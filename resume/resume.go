@@ -209,15 +209,17 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 		add(CheckToolContracts, Passed, "%d tool contracts match", len(ctl.Tools))
 	}
 
-	// 4. Event-sequence continuity and the state against the last snapshot.
-	recomputed, detail, err := v.checkEvents(ctx, r)
+	// 4. Event-sequence continuity (the hash chain, from where the last
+	// resume verified it) and the state against the last event.
+	recomputed, detail, verified, err := v.checkEvents(ctx, r)
 	if err != nil {
 		return res, v.abandon(ctx, req, l, err)
 	}
 	if detail != "" {
 		return refuse(CheckEvents, "%s", detail)
 	}
-	add(CheckEvents, Passed, "events 1..%d contiguous, state matches the last snapshot", r.StateRevision)
+	add(CheckEvents, Passed, "%s", verified)
+	verifiedSeq := r.StateRevision
 
 	// 5. Operations in doubt are reconciled before anything else happens.
 	ops, err := v.Ops.List(ctx, req.TenantID, req.RunID)
@@ -259,12 +261,12 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 	}
 	add(CheckApprovals, Passed, "%d approvals in force", checked)
 
-	// 7. Budgets, recomputed from the log.
+	// 7. Budgets, against the running totals.
 	if !hasCtl {
 		add(CheckBudgets, Skipped, "run keeps no budget")
 	} else {
 		if recomputed != ctl.Spent {
-			return refuse(CheckBudgets, "spend in state %+v differs from the log %+v", ctl.Spent, recomputed)
+			return refuse(CheckBudgets, "spend in state %+v differs from the log's totals %+v", ctl.Spent, recomputed)
 		}
 		if ex := ctl.Budget.Exhausted(recomputed); ex != "" {
 			return refuse(CheckBudgets, "budget exhausted: %s", ex)
@@ -287,7 +289,7 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 	nr, _, err := v.Runs.Commit(ctx, req.TenantID, req.RunID, run.CommitRequest{
 		ExpectedRevision: r.StateRevision, Lease: l, Status: run.StatusRunning,
 		Event: run.EventInput{EventType: EventVerified, Payload: payload},
-		State: r.State, NextStep: r.NextStep,
+		State: r.State, NextStep: r.NextStep, VerifiedSeq: verifiedSeq,
 	})
 	if err != nil {
 		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: record verification: %w", req.RunID, err))
@@ -335,21 +337,84 @@ func (v *Verifier) abandon(ctx context.Context, req Request, l run.Lease, err er
 	return err
 }
 
-// checkEvents reads the whole log: seqs must run 1..revision without a gap,
-// and the last event's snapshot must equal the materialized run. It also sums
-// the spend recorded in event payloads (key "spend").
-func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (toolop.Spend, string, error) {
+// checkEvents verifies the part of the log no resume verified before: from
+// the run's VerifiedSeq, seqs must follow without a gap up to the revision,
+// each event must match the hash chain (run.CheckChain), the run's chain
+// head must be the last event's, and the last event's state must equal the
+// materialized run. Spend comes from the run's running totals; a run from
+// before totals were kept has its log summed (key "spend" of the payloads).
+func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (toolop.Spend, string, string, error) {
+	var total toolop.Spend
+	st := v.Runs.Store()
+	from := r.VerifiedSeq
+	if from < 0 || from > r.StateRevision {
+		return total, fmt.Sprintf("verified through seq %d, beyond the revision %d", from, r.StateRevision), "", nil
+	}
+	prev, after := "", from
+	if from > 0 {
+		evs, err := st.ListEvents(ctx, r.TenantID, r.RunID, from-1, 1)
+		if err != nil {
+			return total, "", "", fmt.Errorf("resume run %s: read events: %w", r.RunID, err)
+		}
+		if len(evs) == 0 || evs[0].Seq != from {
+			return total, fmt.Sprintf("event %d, verified before, is missing", from), "", nil
+		}
+		prev = evs[0].Chain
+	}
+	for {
+		evs, err := st.ListEvents(ctx, r.TenantID, r.RunID, after, run.MaxListLimit)
+		if err != nil {
+			return total, "", "", fmt.Errorf("resume run %s: read events: %w", r.RunID, err)
+		}
+		if prev, after, err = run.CheckChain(prev, after, evs); err != nil {
+			return total, err.Error(), "", nil
+		}
+		if len(evs) < run.MaxListLimit {
+			break
+		}
+	}
+	if after != r.StateRevision {
+		return total, fmt.Sprintf("the log ends at seq %d, the run is at revision %d", after, r.StateRevision), "", nil
+	}
+	if prev != r.Chain {
+		return total, fmt.Sprintf("the run's chain head differs from that of event %d", after), "", nil
+	}
+	last, err := st.GetEvent(ctx, r.TenantID, r.RunID, after)
+	if err != nil {
+		return total, "", "", fmt.Errorf("resume run %s: read event %d: %w", r.RunID, after, err)
+	}
+	if d1, d2 := run.Digest(last.State), run.Digest(r.State); d1 != d2 {
+		return total, fmt.Sprintf("materialized state %s differs from the snapshot of event %d (%s)", d2, after, d1), "", nil
+	}
+	if last.NextStep != r.NextStep {
+		return total, fmt.Sprintf("next step %q differs from the snapshot of event %d (%q)", r.NextStep, after, last.NextStep), "", nil
+	}
+	if last.StateSchemaVersion != 0 && last.StateSchemaVersion != r.StateSchemaVersion {
+		return total, fmt.Sprintf("schema v%d differs from the snapshot of event %d (v%d)", r.StateSchemaVersion, after, last.StateSchemaVersion), "", nil
+	}
+	verified := fmt.Sprintf("events %d..%d follow the hash chain (1..%d verified before), state matches the last event", from+1, after, from)
+	if r.Spent != nil {
+		b, _ := json.Marshal(r.Spent)
+		if err := json.Unmarshal(b, &total); err != nil {
+			return total, fmt.Sprintf("spend totals unreadable: %v", err), "", nil
+		}
+		return total, "", verified, nil
+	}
+	total, err = v.sumSpend(ctx, r)
+	return total, "", verified, err
+}
+
+// sumSpend adds up the spend of every event payload, for a run from before
+// running totals were kept.
+func (v *Verifier) sumSpend(ctx context.Context, r run.Run) (toolop.Spend, error) {
 	var total toolop.Spend
 	var after int64
 	for {
 		evs, err := v.Runs.Store().ListEvents(ctx, r.TenantID, r.RunID, after, run.MaxListLimit)
 		if err != nil {
-			return total, "", fmt.Errorf("resume run %s: read events: %w", r.RunID, err)
+			return total, fmt.Errorf("resume run %s: read events: %w", r.RunID, err)
 		}
 		for _, ev := range evs {
-			if ev.Seq != after+1 {
-				return total, fmt.Sprintf("gap in the event log: seq %d follows %d", ev.Seq, after), nil
-			}
 			after = ev.Seq
 			var p struct {
 				Spend *toolop.Spend `json:"spend"`
@@ -359,24 +424,7 @@ func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (toolop.Spend, st
 			}
 		}
 		if len(evs) < run.MaxListLimit {
-			break
+			return total, nil
 		}
 	}
-	if after != r.StateRevision {
-		return total, fmt.Sprintf("the log ends at seq %d, the run is at revision %d", after, r.StateRevision), nil
-	}
-	last, err := v.Runs.Store().GetEvent(ctx, r.TenantID, r.RunID, after)
-	if err != nil {
-		return total, "", fmt.Errorf("resume run %s: read event %d: %w", r.RunID, after, err)
-	}
-	if d1, d2 := run.Digest(last.State), run.Digest(r.State); d1 != d2 {
-		return total, fmt.Sprintf("materialized state %s differs from the snapshot of event %d (%s)", d2, after, d1), nil
-	}
-	if last.NextStep != r.NextStep {
-		return total, fmt.Sprintf("next step %q differs from the snapshot of event %d (%q)", r.NextStep, after, last.NextStep), nil
-	}
-	if last.StateSchemaVersion != 0 && last.StateSchemaVersion != r.StateSchemaVersion {
-		return total, fmt.Sprintf("schema v%d differs from the snapshot of event %d (v%d)", r.StateSchemaVersion, after, last.StateSchemaVersion), nil
-	}
-	return total, "", nil
 }
