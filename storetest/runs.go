@@ -42,6 +42,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) run.Store) {
 		{"EventSeqContinuity", testEventSeqContinuity},
 		{"Checkpoints", testCheckpoints},
 		{"ForkFidelity", testForkFidelity},
+		{"CompactHistory", testCompactHistory},
 		{"Migrations", testMigrations},
 		{"StatusTransitions", testStatusTransitions},
 		{"Retention", testRetention},
