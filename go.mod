@@ -3,6 +3,7 @@ module github.com/mementohq/memento
 go 1.26.8
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/google/uuid v1.6.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 )

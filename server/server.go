@@ -79,6 +79,8 @@ type Route struct {
 	// Role is the least role a key needs; 0 means reader for GET, writer otherwise.
 	Role    Role
 	Handler HandlerFunc
+
+	pathParams []string // the {wildcards} of Path, checked on every request
 }
 
 // Pattern is the ServeMux pattern of the route, also its metrics label.
@@ -141,6 +143,7 @@ func New(opts Options) (*Server, error) {
 				rt.Role = RoleReader
 			}
 		}
+		rt.pathParams = pathParams(rt.Path)
 		s.mux.HandleFunc(rt.Pattern(), s.wrap(*rt))
 	}
 	doc, err := buildOpenAPI(openapiFS)
@@ -328,6 +331,10 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 				r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
 			}
 			ri.tenant, ri.principal, ri.authed = p.Tenant, p, true
+		}
+		if err := checkRequest(r, &rt); err != nil {
+			s.fail(w, r, err)
+			return
 		}
 		if err := rt.Handler(w, r); err != nil {
 			s.fail(w, r, err)

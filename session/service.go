@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -171,6 +172,9 @@ func (s *Service) decodeState(state json.RawMessage) (any, error) {
 	if len(state) > s.opts.MaxStateBytes {
 		return nil, s.tooLarge(len(state))
 	}
+	if err := checkDoc("state", state); err != nil {
+		return nil, err
+	}
 	v, err := decodeJSON(state)
 	if err != nil {
 		return nil, invalid("state is not valid JSON: %v", err)
@@ -277,6 +281,9 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 	if len(patch) > s.opts.MaxStateBytes {
 		return Session{}, s.tooLarge(len(patch))
 	}
+	if err := checkDoc("patch", patch); err != nil {
+		return Session{}, err
+	}
 	pv, err := decodeJSON(patch)
 	if err != nil {
 		return Session{}, invalid("patch is not valid JSON: %v", err)
@@ -302,6 +309,9 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 			mergeErr = fmt.Errorf("patch session %s: %w", sessionID, err)
 		case len(out) > s.opts.MaxStateBytes:
 			mergeErr = s.tooLarge(len(out))
+		case checkDoc("the patched state", out) != nil:
+			// The result, not only the patch, is what gets stored.
+			mergeErr = checkDoc("the patched state", out)
 		default:
 			mergeErr = s.validateSchema(cur.App, out)
 		}
@@ -398,11 +408,17 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 		if !utf8.ValidString(m.Content) {
 			return AppendResult{}, invalid("message %d: content is not valid UTF-8", i)
 		}
+		if strings.IndexByte(m.Content, 0) >= 0 || strings.IndexByte(m.Role, 0) >= 0 {
+			return AppendResult{}, invalid("message %d contains a NUL character", i)
+		}
 		if n := len(m.Content) + len(m.Metadata); n > s.opts.MaxMessageBytes {
 			return AppendResult{}, fmt.Errorf("%w: message %d has %d bytes, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes)
 		}
 		refs[i].content = b.addText(m.Content)
 		if meta := bytes.TrimSpace(m.Metadata); len(meta) > 0 && string(meta) != "null" {
+			if err := checkDoc(fmt.Sprintf("message %d: metadata", i), meta); err != nil {
+				return AppendResult{}, err
+			}
 			if plain, ok := s.plainMetadata(meta); ok {
 				refs[i].plain = plain
 			} else {
@@ -476,6 +492,9 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	if !utf8.ValidString(sum.Text) {
 		return Session{}, invalid("summary text is not valid UTF-8")
 	}
+	if strings.IndexByte(sum.Text, 0) >= 0 {
+		return Session{}, invalid("summary text contains a NUL character")
+	}
 	if n := len(sum.Text) + len(sum.Data); n > s.opts.MaxStateBytes {
 		return Session{}, fmt.Errorf("%w: summary has %d bytes, limit %d", ErrStateTooLarge, n, s.opts.MaxStateBytes)
 	}
@@ -483,6 +502,9 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	ti := b.addText(sum.Text)
 	var d *jsonDoc
 	if len(bytes.TrimSpace(sum.Data)) > 0 && string(bytes.TrimSpace(sum.Data)) != "null" {
+		if err := checkDoc("summary data", sum.Data); err != nil {
+			return Session{}, err
+		}
 		v, err := decodeJSON(sum.Data)
 		if err != nil {
 			return Session{}, invalid("summary data is not valid JSON: %v", err)
