@@ -54,7 +54,7 @@ func TestBoundaryRefusesTextNoStoreKeeps(t *testing.T) {
 			{"nul in query", "GET", "/v1/runs?workflow=a%00", "", nil, 422},
 			{"invalid utf-8 in cursor", "GET", "/v1/runs?cursor=%ff%fe", "", nil, 422},
 			{"long cursor", "GET", "/v1/runs?cursor=" + strings.Repeat("c", 4096), "", nil, 422},
-			{"long idempotency key", "POST", "/v1/runs", `{"workflow_name":"w","workflow_version":"1"}`, map[string]string{"Idempotency-Key": strings.Repeat("k", 1<<20 - 64<<10)}, 422},
+			{"long idempotency key", "POST", "/v1/runs", `{"workflow_name":"w","workflow_version":"1"}`, map[string]string{"Idempotency-Key": strings.Repeat("k", 1<<20-64<<10)}, 422},
 			{"nul in run id", "POST", "/v1/runs", `{"run_id":"a\u0000","workflow_name":"w","workflow_version":"1"}`, nil, 422},
 			{"long run id", "POST", "/v1/runs", `{"run_id":"` + strings.Repeat("r", 1<<20) + `","workflow_name":"w","workflow_version":"1"}`, nil, 422},
 			{"long lease owner", "POST", "/v1/runs/b/lease", `{"owner":"` + strings.Repeat("o", 1<<20) + `"}`, nil, 422},

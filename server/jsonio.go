@@ -182,7 +182,13 @@ func jsonTypeName(goType string) string {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeProblem(w, Problem{Type: problem.TypeBase + problem.Internal, Title: "Internal server error", Status: 500, Detail: "cannot encode the response"})
+		// The request id is in the header already; the request log line
+		// gets the cause.
+		if sw, ok := w.(*statusWriter); ok && sw.ri != nil {
+			sw.ri.cause, sw.ri.problem = "encode the response: "+err.Error(), problem.Internal
+		}
+		writeProblem(w, Problem{Type: problem.TypeBase + problem.Internal, Title: "Internal server error", Status: 500,
+			Detail: "cannot encode the response", RequestID: w.Header().Get("X-Request-Id")})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

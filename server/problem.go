@@ -99,14 +99,11 @@ func problemFor(r *http.Request, err error) (p Problem, internal bool) {
 			}
 		}
 		if !matched {
-			switch {
-			case r.Context().Err() != nil && errors.Is(err, context.Canceled):
+			if r.Context().Err() == context.Canceled && errors.Is(err, context.Canceled) {
 				kind, detail = problem.ClientClosedRequest, "the client closed the request"
-			case errors.Is(err, context.DeadlineExceeded):
-				kind, detail = problem.Timeout, "the backend did not answer in time"
-			case isNetError(err):
-				kind, detail = problem.Unavailable, "the backend is unreachable"
-			default:
+			} else if k, d, ok := storeFault(err); ok {
+				kind, detail = k, d
+			} else {
 				internal = true
 			}
 		}

@@ -219,6 +219,9 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 	}
 	rn, ev, err := s.runs.Commit(r.Context(), tenant(r), runID(r), req)
 	if err != nil {
+		if outcomeUnknown(err) {
+			return commitOutcomeUnknown(err, runLocation(runID(r)))
+		}
 		switch {
 		case errors.Is(err, run.ErrRevisionConflict):
 			s.metrics.commitConflicts.WithLabelValues(conflictRevision).Inc()
