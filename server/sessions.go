@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -143,7 +144,16 @@ func (s *Server) readPatch(w http.ResponseWriter, r *http.Request) ([]byte, erro
 			return nil, newError(problem.UnsupportedMediaType, fmt.Sprintf("Content-Type %q: send application/merge-patch+json (RFC 7386) or application/json", ct))
 		}
 	}
-	return s.readBody(w, r, "")
+	body, err := s.readBody(w, r, "")
+	if err != nil {
+		return nil, err
+	}
+	// Exactly one JSON value (a trailing "}" is refused), of text every
+	// store keeps, nested no deeper than any stored document may be.
+	if err := checkJSON(bytes.TrimSpace(body)); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {

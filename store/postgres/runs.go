@@ -434,11 +434,12 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 		}
 		var (
 			status, holder string
+			until          *time.Time
 			live           bool
 		)
 		err = db.pool.QueryRow(ctx, `
-			SELECT status, lease_owner, coalesce(lease_expires_at > now(), false)
-			FROM runs WHERE tenant_id = $1 AND run_id = $2`, tenantID, runID).Scan(&status, &holder, &live)
+			SELECT status, lease_owner, lease_expires_at, coalesce(lease_expires_at > now(), false)
+			FROM runs WHERE tenant_id = $1 AND run_id = $2`, tenantID, runID).Scan(&status, &holder, &until, &live)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return run.Lease{}, fmt.Errorf("lease run %s: %w", runID, run.ErrNotFound)
@@ -449,7 +450,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 		case epoch > 0:
 			return run.Lease{}, fmt.Errorf("renew lease of run %s for %s at epoch %d: %w", runID, owner, epoch, run.ErrLeaseLost)
 		case live && holder != owner:
-			return run.Lease{}, fmt.Errorf("lease run %s for %s: held by %s: %w", runID, owner, holder, run.ErrLeaseHeld)
+			return run.Lease{}, fmt.Errorf("lease run %s for %s: %w", runID, owner, &run.LeaseHeldError{RunID: runID, Owner: holder, ExpiresAt: utcPtr(until)})
 		case attempt >= 2:
 			// Freed and retaken between our statements, repeatedly.
 			return run.Lease{}, fmt.Errorf("lease run %s for %s: %w", runID, owner, run.ErrLeaseHeld)
@@ -636,7 +637,7 @@ func (db *DB) diagnoseCommit(ctx context.Context, tenantID, runID string, c run.
 	case owner != c.Owner || epoch != c.Epoch || !live:
 		return fmt.Errorf("commit run %s: lease of %s at epoch %d: %w", runID, c.Owner, c.Epoch, run.ErrLeaseLost)
 	case revision != c.ExpectedRevision:
-		return fmt.Errorf("commit run %s: expected revision %d, run is at %d: %w", runID, c.ExpectedRevision, revision, run.ErrRevisionConflict)
+		return fmt.Errorf("commit run %s: %w", runID, &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: revision})
 	}
 	// Every check passes now, so the run changed between the two statements
 	// (a revision only grows and an expired lease never comes back): the

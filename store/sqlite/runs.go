@@ -404,7 +404,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 				return fmt.Errorf("%w: renewing epoch %d", run.ErrLeaseLost, epoch)
 			}
 		case held && r.LeaseOwner != owner:
-			return fmt.Errorf("%w: by %s until %s", run.ErrLeaseHeld, r.LeaseOwner, r.LeaseExpiresAt.Format(time.RFC3339Nano))
+			return &run.LeaseHeldError{RunID: runID, Owner: r.LeaseOwner, ExpiresAt: r.LeaseExpiresAt}
 		case !held:
 			newEpoch = r.LeaseEpoch + 1
 		}
@@ -469,7 +469,7 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 			return fmt.Errorf("%w: %s/%d does not hold it", run.ErrLeaseLost, c.Owner, c.Epoch)
 		}
 		if r.StateRevision != c.ExpectedRevision {
-			return fmt.Errorf("%w: run is at %d", run.ErrRevisionConflict, r.StateRevision)
+			return &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: r.StateRevision}
 		}
 		ts := fromMicros(now)
 		oldState := r.State
