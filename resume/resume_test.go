@@ -221,11 +221,16 @@ func backends(t *testing.T) map[string]struct {
 		v    *resume.Verifier
 		exec func(q string) error
 	}{}
-	f := setup(t)
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memento.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
 	out["sqlite"] = struct {
 		v    *resume.Verifier
 		exec func(q string) error
-	}{f.v, func(q string) error { _, err := f.db.SQL().Exec(q); return err }}
+	}{&resume.Verifier{Runs: run.NewService(db, run.Options{}), Ops: toolop.NewService(db, nil)},
+		func(q string) error { _, err := db.SQL().Exec(q); return err }}
 	pg, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
