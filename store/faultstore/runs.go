@@ -81,3 +81,11 @@ func (s *Runs) Fork(ctx context.Context, tenantID, sourceRunID string, revision 
 func (s *Runs) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	return call2(s.in.inject(ctx, "DeleteTerminalBefore", cutoff, limit), func() (int, error) { return s.inner.DeleteTerminalBefore(ctx, cutoff, limit) })
 }
+
+func (s *Runs) ListRecoverable(ctx context.Context, tenantID string, q run.RecoveryQuery) ([]run.Recoverable, error) {
+	return call2(s.in.inject(ctx, "ListRecoverable", tenantID, q), func() ([]run.Recoverable, error) { return s.inner.ListRecoverable(ctx, tenantID, q) })
+}
+
+func (s *Runs) AckWakeups(ctx context.Context, tenantID, runID string, wakeups []run.Wakeup) error {
+	return call1(s.in.inject(ctx, "AckWakeups", tenantID, runID, wakeups), func() error { return s.inner.AckWakeups(ctx, tenantID, runID, wakeups) })
+}

@@ -18,6 +18,8 @@ type runRow struct {
 	digest      string
 	events      []run.Event
 	checkpoints map[string]run.Checkpoint
+	// wakeups maps a wake-up's time (unix micros, 0 = run.WakeNow) to its N.
+	wakeups map[int64]int64
 }
 
 func cloneRun(r run.Run) run.Run {
@@ -93,6 +95,9 @@ func (s *Store) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, er
 		State: cloneJSON(r.State), NextStep: r.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,
 	}}
 	s.runs[k] = rr
+	if r.Status == run.StatusSuspended {
+		s.wake(r.TenantID, r.RunID, run.WakeNow)
+	}
 	if nr.IdempotencyKey != "" {
 		s.idem[key{r.TenantID, nr.IdempotencyKey}] = r.RunID
 	}
@@ -223,7 +228,7 @@ func (s *Store) AcquireLease(ctx context.Context, tenantID, runID, owner string,
 	}
 	expires := fromMicros(now + ttl.Microseconds())
 	r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = owner, newEpoch, &expires
-	return run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: expires}, nil
+	return run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: expires, Revision: r.StateRevision}, nil
 }
 
 // ReleaseLease frees the lease, keeping the epoch; see run.Store.
@@ -399,6 +404,9 @@ func (s *Store) Fork(ctx context.Context, tenantID, sourceRunID string, revision
 		rr.events[i] = cloneEvent(src.events[i])
 	}
 	s.runs[k] = rr
+	if r.Status == run.StatusSuspended {
+		s.wake(tenantID, r.RunID, run.WakeNow)
+	}
 	return cloneRun(r), nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -93,6 +94,9 @@ func (s *Store) TransitionOperation(ctx context.Context, tenantID, operationID s
 	if !slices.Contains(t.From, op.Status) {
 		return toolop.Operation{}, fmt.Errorf("%w: operation %s is %s, cannot become %s", toolop.ErrInvalidTransition, operationID, op.Status, t.To)
 	}
+	if op.Status != t.To && !t.To.InDoubt() {
+		s.wake(tenantID, op.RunID, run.WakeNow)
+	}
 	op.Status = t.To
 	if t.CountAttempt {
 		op.Attempts++
@@ -132,6 +136,7 @@ func (s *Store) CreateApproval(ctx context.Context, a toolop.Approval) (toolop.A
 		row.Summary = cloneJSON(a.Summary)
 	}
 	s.approvals[k] = row
+	s.wake(row.TenantID, row.RunID, row.ExpiresAt)
 	return cloneApproval(row), true, nil
 }
 
@@ -193,5 +198,6 @@ func (s *Store) DecideApproval(ctx context.Context, tenantID, approvalID string,
 	}
 	a.DecidedBy, a.Reason, a.DecidedAt = d.By, d.Reason, &at
 	s.approvals[k] = a
+	s.wake(tenantID, a.RunID, run.WakeNow)
 	return cloneApproval(a), nil
 }

@@ -414,6 +414,11 @@ func openScalePostgres(ctx context.Context, rawURL string) (*scaleDB, error) {
 			if _, err := pool.Exec(ctx, scalePGEvents); err != nil {
 				return err
 			}
+			// The loaded suspended runs wait for nothing that happened: drop
+			// the wake-up their insert wrote, as a first poll would.
+			if _, err := pool.Exec(ctx, "DELETE FROM run_wakeups"); err != nil {
+				return err
+			}
 			for _, t := range []string{"runs", "run_events"} {
 				if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
 					return err
@@ -515,6 +520,10 @@ func loadSQLite(ctx context.Context, w *sql.DB, n, every int) error {
 		if _, err := insEv.ExecContext(ctx, id, 2, "step.completed", "step-1", state, status, upd); err != nil {
 			return err
 		}
+	}
+	// As on PostgreSQL: the loaded suspended runs were woken by nothing.
+	if _, err := tx.ExecContext(ctx, "DELETE FROM run_wakeups"); err != nil {
+		return err
 	}
 	return tx.Commit()
 }

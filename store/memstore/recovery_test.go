@@ -1,0 +1,17 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/memstore"
+	"github.com/mementohq/memento/storetest"
+	"github.com/mementohq/memento/toolop"
+)
+
+func TestRecoverySuite(t *testing.T) {
+	storetest.RecoverySuite(t, func(t *testing.T) (run.Store, toolop.Store) {
+		s := memstore.New()
+		return s, s
+	})
+}
