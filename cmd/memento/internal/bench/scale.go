@@ -424,6 +424,9 @@ func openScalePostgres(ctx context.Context, rawURL string) (*scaleDB, error) {
 					return err
 				}
 			}
+			// Let the load's checkpoint happen now rather than during the
+			// measurements (it needs the pg_checkpoint role: best effort).
+			_, _ = pool.Exec(ctx, "CHECKPOINT")
 			return nil
 		},
 		size: func(ctx context.Context) (int64, error) {
@@ -455,7 +458,14 @@ func openScaleSQLite(ctx context.Context, dir string) (*scaleDB, error) {
 	w := db.SQL()
 	return &scaleDB{
 		backend: "sqlite", store: db, ops: db,
-		load: func(ctx context.Context, n, every int) error { return loadSQLite(ctx, w, n, every) },
+		load: func(ctx context.Context, n, every int) error {
+			if err := loadSQLite(ctx, w, n, every); err != nil {
+				return err
+			}
+			// Fold the load into the file now rather than during the measurements.
+			_, err := w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+			return err
+		},
 		size: func(ctx context.Context) (int64, error) {
 			var pages, free, size int64
 			if err := w.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
