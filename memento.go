@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
@@ -140,10 +141,19 @@ func New(st Stores, o Options) (*Engine, error) {
 	e.Vault = vault
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
-		if p, ok := s.(pinger); ok && !seen[s] {
-			seen[s] = true
-			e.pingers = append(e.pingers, namedPing{[]string{"runs", "operations", "sessions", "vault"}[i], p.Ping})
+		p, ok := s.(pinger)
+		if !ok {
+			continue
 		}
+		// One backend often serves several stores: ping it once. Only a
+		// comparable value can be a map key.
+		if reflect.TypeOf(s).Comparable() {
+			if seen[s] {
+				continue
+			}
+			seen[s] = true
+		}
+		e.pingers = append(e.pingers, namedPing{[]string{"runs", "operations", "sessions", "vault"}[i], p.Ping})
 	}
 	return e, nil
 }
