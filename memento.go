@@ -120,7 +120,7 @@ func New(st Stores, o Options) (*Engine, error) {
 		o.Registry = run.NewRegistry()
 	}
 	if !o.PII.Disabled && len(o.PII.Key) == 0 {
-		return nil, errors.New("new memento: " + errNoKey)
+		return nil, fmt.Errorf("new memento: %w", ErrNoPIIKey)
 	}
 	e := &Engine{cfg: Config{MaxStateBytes: o.MaxStateBytes, Registry: o.Registry, Sessions: o.Sessions, PII: o.PII}}
 	vault, err := pii.NewVault(st.Vault, pii.VaultOptions{
