@@ -373,12 +373,14 @@ fi
 
 log "go vet ./..."
 go vet ./...
+# The crash tests build the binary with its crash points; vet that build too.
+go vet -tags memento_crashpoints ./cmd/memento/
 
 # The benchmark peer is its own module (the product never depends on it):
 # build it so it cannot rot, but do not run it here.
-if [[ -f bench/dbospeer/go.mod ]]; then
-	log "building bench/dbospeer"
-	(cd bench/dbospeer && go vet ./... && go build -o /dev/null ./...)
+if [[ -f cmd/memento/internal/bench/dbospeer/go.mod ]]; then
+	log "building cmd/memento/internal/bench/dbospeer"
+	(cd cmd/memento/internal/bench/dbospeer && go vet ./... && go build -o /dev/null ./...)
 fi
 
 SOAK='^TestSoakRandomKills$'

@@ -109,6 +109,16 @@ func ValidID(kind, id string) error {
 	return nil
 }
 
+// wrapOnce adds the operation's context to a store error unless the store
+// already did (the SQLite and Redis stores do), so no detail repeats its
+// prefix ("get session s: get session s: ...").
+func wrapOnce(op string, err error) error {
+	if msg := err.Error(); strings.HasPrefix(msg, op+":") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
 func checkIDs(tenantID, sessionID, userID string) error {
 	if tenantID == "" {
 		return invalid("tenant is required")
@@ -171,6 +181,9 @@ func (s *Service) decodeState(state json.RawMessage) (any, error) {
 	}
 	if len(state) > s.opts.MaxStateBytes {
 		return nil, s.tooLarge(len(state))
+	}
+	if err := checkDoc("state", state); err != nil {
+		return nil, err
 	}
 	v, err := decodeJSON(state)
 	if err != nil {
@@ -246,7 +259,7 @@ func (s *Service) Put(ctx context.Context, tenantID, sessionID string, req PutRe
 		State: state, TTL: ttl, ExpectedRevision: req.ExpectedRevision,
 	})
 	if err != nil {
-		return Session{}, false, fmt.Errorf("put session %s: %w", sessionID, err)
+		return Session{}, false, wrapOnce(fmt.Sprintf("put session %s", sessionID), err)
 	}
 	return sess, created, nil
 }
@@ -258,7 +271,7 @@ func (s *Service) Get(ctx context.Context, tenantID, sessionID, userID string) (
 	}
 	sess, err := s.store.Get(ctx, tenantID, sessionID, userID)
 	if err != nil {
-		return Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
+		return Session{}, wrapOnce(fmt.Sprintf("get session %s", sessionID), err)
 	}
 	return sess, nil
 }
@@ -277,6 +290,9 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 	}
 	if len(patch) > s.opts.MaxStateBytes {
 		return Session{}, s.tooLarge(len(patch))
+	}
+	if err := checkDoc("patch", patch); err != nil {
+		return Session{}, err
 	}
 	pv, err := decodeJSON(patch)
 	if err != nil {
@@ -300,9 +316,12 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 		out, err := mergeState(cur.State, p)
 		switch {
 		case err != nil:
-			mergeErr = fmt.Errorf("patch session %s: %w", sessionID, err)
+			mergeErr = wrapOnce(fmt.Sprintf("patch session %s", sessionID), err)
 		case len(out) > s.opts.MaxStateBytes:
 			mergeErr = s.tooLarge(len(out))
+		case checkDoc("the patched state", out) != nil:
+			// The result, not only the patch, is what gets stored.
+			mergeErr = checkDoc("the patched state", out)
 		default:
 			mergeErr = s.validateSchema(cur.App, out)
 		}
@@ -321,7 +340,7 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 		if mergeErr != nil && err == mergeErr {
 			return Session{}, err
 		}
-		return Session{}, fmt.Errorf("patch session %s: %w", sessionID, err)
+		return Session{}, wrapOnce(fmt.Sprintf("patch session %s", sessionID), err)
 	}
 	return sess, nil
 }
@@ -408,6 +427,9 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 		}
 		refs[i].content = b.addText(m.Content)
 		if meta := bytes.TrimSpace(m.Metadata); len(meta) > 0 && string(meta) != "null" {
+			if err := checkDoc(fmt.Sprintf("message %d: metadata", i), meta); err != nil {
+				return AppendResult{}, err
+			}
 			if plain, ok := s.plainMetadata(meta); ok {
 				refs[i].plain = plain
 			} else {
@@ -441,7 +463,7 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 	}
 	res, err := s.store.Append(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages)
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("append to session %s: %w", sessionID, err)
+		return AppendResult{}, wrapOnce(fmt.Sprintf("append to session %s", sessionID), err)
 	}
 	return res, nil
 }
@@ -515,6 +537,9 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	ti := b.addText(sum.Text)
 	var d *jsonDoc
 	if len(bytes.TrimSpace(sum.Data)) > 0 && string(bytes.TrimSpace(sum.Data)) != "null" {
+		if err := checkDoc("summary data", sum.Data); err != nil {
+			return Session{}, err
+		}
 		v, err := decodeJSON(sum.Data)
 		if err != nil {
 			return Session{}, invalid("summary data is not valid JSON: %v", err)
@@ -537,7 +562,7 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	}
 	sess, err := s.store.SetSummary(ctx, tenantID, sessionID, userID, out)
 	if err != nil {
-		return Session{}, fmt.Errorf("set summary of session %s: %w", sessionID, err)
+		return Session{}, wrapOnce(fmt.Sprintf("set summary of session %s", sessionID), err)
 	}
 	return sess, nil
 }
@@ -550,7 +575,7 @@ func (s *Service) Close(ctx context.Context, tenantID, sessionID, userID string)
 	}
 	sess, err := s.store.Delete(ctx, tenantID, sessionID, userID)
 	if err != nil {
-		return Session{}, fmt.Errorf("close session %s: %w", sessionID, err)
+		return Session{}, wrapOnce(fmt.Sprintf("close session %s", sessionID), err)
 	}
 	return sess, nil
 }

@@ -16,6 +16,17 @@ type Page struct {
 // Store persists the operation ledger and approvals. Every method is scoped by
 // tenant first; a row of another tenant is not found. Implementations live
 // under store/ and must pass storetest.ToolopStoreSuite. Times keep microseconds.
+//
+// A backend that keeps runs too writes the run's wake-ups (see
+// run.Store.ListRecoverable; storetest.RecoverySuite) in the same
+// transaction as the change, and only while the run (op.RunID / a.RunID) is
+// running or suspended:
+//   - TransitionOperation to a status not in doubt (not started or unknown)
+//     from a different status: an immediate wake-up (run.WakeNow);
+//   - CreateApproval that inserts a pending approval: a wake-up at ExpiresAt;
+//   - DecideApproval that decides it: an immediate wake-up.
+//
+// Writing a wake-up that exists (same run and At) increments its N.
 type Store interface {
 	// PrepareOperation inserts op (status prepared) unless an operation with the
 	// same tenant and id exists, in which case the stored one is returned with

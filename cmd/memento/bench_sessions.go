@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mementohq/memento/bench"
+	"github.com/mementohq/memento/cmd/memento/internal/bench"
 )
 
 type benchSessionsFlags struct {

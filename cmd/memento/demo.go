@@ -102,6 +102,7 @@ on a server over the same store). The last line printed is a JSON summary
 				return fmt.Errorf("log level %q: %w", logLevel, err)
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lv}))
+			cfg.Hooks = crashPoints(cmd.ErrOrStderr())
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			reg := run.NewRegistry()

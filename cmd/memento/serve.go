@@ -26,6 +26,7 @@ type serveFlags struct {
 	logFormat, logLevel           string
 	piiRedaction                  bool
 	retention                     string
+	requestTimeout, maxInFlight   string
 }
 
 func newServeCmd() *cobra.Command {
@@ -53,6 +54,8 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl.StringVar(&f.maxState, "max-state-bytes", "", "largest run state accepted, in bytes (env "+envMaxState+", default 1048576)")
 	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits, required with --postgres or --redis: openssl rand -hex 32)")
 	fl.StringVar(&f.retention, "retention", "", "delete completed, failed and cancelled runs (with their events, checkpoints and operations) this long after their last update, e.g. 720h; empty keeps them (env "+envRetention+")")
+	fl.StringVar(&f.requestTimeout, "request-timeout", "", "longest a request may work, store calls included, e.g. 30s (env "+envReqTimeout+", default 30s)")
+	fl.StringVar(&f.maxInFlight, "max-in-flight", "", "most API requests served at once; beyond it a request is answered 503 overloaded (env "+envMaxInFlight+", default 256)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
 	return cmd
@@ -92,6 +95,22 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 		retention = d
 	}
+	var reqTimeout time.Duration
+	if v := flagOrEnv(cmd, "request-timeout", f.requestTimeout, envReqTimeout, ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("request timeout %q: want a positive duration such as 30s", v)
+		}
+		reqTimeout = d
+	}
+	var maxInFlight int
+	if v := flagOrEnv(cmd, "max-in-flight", f.maxInFlight, envMaxInFlight, ""); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("max in flight %q: want a positive integer", v)
+		}
+		maxInFlight = n
+	}
 	logger, err := newLogger(cmd,
 		flagOrEnv(cmd, "log-format", f.logFormat, envLogFormat, f.logFormat),
 		flagOrEnv(cmd, "log-level", f.logLevel, envLogLevel, f.logLevel))
@@ -114,7 +133,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer eng.Close()
-	srv, err := server.New(server.Options{Engine: eng, Keys: keys, Logger: logger})
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
+		RequestTimeout: reqTimeout, MaxInFlight: maxInFlight,
+		Keys: keys, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// memento builds the memento binary once per test process.
+// memento builds the memento binary once per test process, with the crash
+// points (MEMENTO_FAULT_POINT) a normal build does not have.
 func mementoBin(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -44,7 +45,7 @@ func mementoBin(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "memento")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/mementohq/memento/cmd/memento").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", "memento_crashpoints", "-o", binPath, "github.com/mementohq/memento/cmd/memento").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
