@@ -49,7 +49,8 @@ const errNoKey = "personal-data redaction is on and no vault key is configured: 
 	"the same on every instance, or turn redaction off"
 
 // ErrNoPIIKey is returned by Open when sessions live on a shared backend
-// (PostgreSQL or Redis), redaction is on and no vault key is configured.
+// (PostgreSQL or Redis), and by New, when redaction is on and no vault key
+// is configured.
 var ErrNoPIIKey = errors.New(errNoKey)
 
 // SessionBackend names the store that holds sessions.

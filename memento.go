@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
@@ -119,7 +120,7 @@ func New(st Stores, o Options) (*Engine, error) {
 		o.Registry = run.NewRegistry()
 	}
 	if !o.PII.Disabled && len(o.PII.Key) == 0 {
-		return nil, errors.New("new memento: " + errNoKey)
+		return nil, fmt.Errorf("new memento: %w", ErrNoPIIKey)
 	}
 	e := &Engine{cfg: Config{MaxStateBytes: o.MaxStateBytes, Registry: o.Registry, Sessions: o.Sessions, PII: o.PII}}
 	vault, err := pii.NewVault(st.Vault, pii.VaultOptions{
@@ -140,10 +141,19 @@ func New(st Stores, o Options) (*Engine, error) {
 	e.Vault = vault
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
-		if p, ok := s.(pinger); ok && !seen[s] {
-			seen[s] = true
-			e.pingers = append(e.pingers, namedPing{[]string{"runs", "operations", "sessions", "vault"}[i], p.Ping})
+		p, ok := s.(pinger)
+		if !ok {
+			continue
 		}
+		// One backend often serves several stores: ping it once. Only a
+		// comparable value can be a map key.
+		if reflect.TypeOf(s).Comparable() {
+			if seen[s] {
+				continue
+			}
+			seen[s] = true
+		}
+		e.pingers = append(e.pingers, namedPing{[]string{"runs", "operations", "sessions", "vault"}[i], p.Ping})
 	}
 	return e, nil
 }

@@ -523,7 +523,7 @@ func (s *Service) Migrate(ctx context.Context, tenantID, runID string, l Lease) 
 	return nr, nil
 }
 
-// Retain deletes terminal runs last updated longer than maxAge ago, in
+// Retain deletes terminal runs that finished longer than maxAge ago, in
 // batches, and returns how many were deleted.
 func (s *Service) Retain(ctx context.Context, maxAge time.Duration, now time.Time) (int, error) {
 	if maxAge <= 0 {

@@ -367,8 +367,9 @@ fi
 # change and fails if anything would.
 log "go mod tidy -diff"
 go mod tidy -diff || die "go.mod or go.sum is not tidy (run: go mod tidy)"
-if [[ -f bench/dbospeer/go.mod ]]; then
-	(cd bench/dbospeer && go mod tidy -diff) || die "bench/dbospeer: go.mod or go.sum is not tidy (run: cd bench/dbospeer && go mod tidy)"
+PEER=cmd/memento/internal/bench/dbospeer
+if [[ -f "$PEER/go.mod" ]]; then
+	(cd "$PEER" && go mod tidy -diff) || die "$PEER: go.mod or go.sum is not tidy (run: cd $PEER && go mod tidy)"
 fi
 
 log "go vet ./..."

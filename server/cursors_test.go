@@ -80,6 +80,22 @@ func TestSessionListCursors(t *testing.T) {
 		if fmt.Sprint(got) != "[[5 6 7] [2 3 4] [1]]" {
 			t.Fatalf("message pages %v, want newest first: [[5 6 7] [2 3 4] [1]]", got)
 		}
+		// The Go client follows the same cursors (the append made s0 the most recent).
+		p1, err := e.c.ListSessionsPage(t.Context(), "u", "", 3)
+		if err != nil || len(p1.Items) != 3 || p1.NextCursor == "" {
+			t.Fatalf("client page 1: %+v %v", p1, err)
+		}
+		p2, err := e.c.ListSessionsPage(t.Context(), "u", p1.NextCursor, 3)
+		if err != nil || len(p2.Items) != 2 || p2.NextCursor != "" || p1.Items[0].SessionID != "s0" || p2.Items[1].SessionID != "s1" {
+			t.Fatalf("client page 2: %+v %v", p2, err)
+		}
+		m1, err := e.c.ListMessagesPage(t.Context(), "s0", "u", session.MessageQuery{Limit: 4}, "")
+		if err != nil || len(m1.Items) != 4 || m1.Items[0].Seq != 4 {
+			t.Fatalf("client message page: %+v %v", m1, err)
+		}
+		if m2, err := e.c.ListMessagesPage(t.Context(), "s0", "u", session.MessageQuery{Limit: 4}, m1.NextCursor); err != nil || len(m2.Items) != 3 || m2.NextCursor != "" {
+			t.Fatalf("client message page 2: %+v %v", m2, err)
+		}
 		expectProblem(t, e.do(t, "GET", "/v1/sessions?user_id=u&cursor=garbage", nil, w), http.StatusUnprocessableEntity, "invalid-request")
 		expectProblem(t, e.do(t, "GET", "/v1/sessions/s0/messages?user_id=u&cursor=garbage", nil, w), http.StatusUnprocessableEntity, "invalid-request")
 	})

@@ -13,8 +13,9 @@ import (
 
 // RecoverySuite checks run.Store.ListRecoverable and AckWakeups, and the
 // wake-ups the operation ledger of the same backend writes (see the
-// contract in run/store.go). open returns a fresh store that keeps both
-// runs and the ledger; tenants are random, so stores may be shared.
+// contract in run/store.go). open returns a fresh, empty store that keeps
+// both runs and the ledger (retention subtests count deletions across
+// tenants, so it cannot share a store with other tests).
 func RecoverySuite(t *testing.T, open func(t *testing.T) (run.Store, toolop.Store)) {
 	tests := []struct {
 		name string
@@ -31,6 +32,7 @@ func RecoverySuite(t *testing.T, open func(t *testing.T) (run.Store, toolop.Stor
 		{"RetentionDeletesWakeups", testRetentionWakeups},
 		{"LeaseRevision", testLeaseRevision},
 		{"ForkWoken", testForkWoken},
+		{"RetentionBatches", testRetentionBatches},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -398,4 +400,48 @@ func testForkWoken(t *testing.T, rs run.Store, ts toolop.Store) {
 		t.Fatal(err)
 	}
 	f.want(time.Now())
+}
+
+// Batches walk the finished runs oldest first and resume where the last
+// full one stopped; once a sweep is done, the next one starts over and
+// finds runs finished since. Live runs are never deleted.
+func testRetentionBatches(t *testing.T, rs run.Store, ts toolop.Store) {
+	f := newRecFx(t, rs, ts)
+	f.create("late") // created first, finished last
+	for i := 0; i < 4; i++ {
+		id := fmt.Sprintf("r%d", i)
+		f.create(id)
+		f.to(id, run.StatusCompleted)
+	}
+	f.create("live")
+	waitClockPast(time.Now(), time.Millisecond)
+	cutoff := time.Now()
+	waitClockPast(cutoff, time.Millisecond)
+	f.to("late", run.StatusFailed)
+	var got []int
+	for {
+		n, err := rs.DeleteTerminalBefore(f.ctx, cutoff, 3)
+		if err != nil {
+			t.Fatalf("retention: %v", err)
+		}
+		got = append(got, n)
+		if n < 3 {
+			break
+		}
+	}
+	if fmt.Sprint(got) != "[3 1]" {
+		t.Fatalf("batches deleted %v, want [3 1]", got)
+	}
+	for _, id := range []string{"late", "live"} {
+		if _, err := f.runs.Get(f.ctx, f.tn, id); err != nil {
+			t.Fatalf("run %s (finished after the cutoff, or live) deleted: %v", id, err)
+		}
+	}
+	n, err := rs.DeleteTerminalBefore(f.ctx, time.Now().Add(time.Minute), 3)
+	if err != nil || n != 1 {
+		t.Fatalf("next sweep: %d %v, want the run finished since", n, err)
+	}
+	if _, err := f.runs.Get(f.ctx, f.tn, "live"); err != nil {
+		t.Fatalf("live run deleted: %v", err)
+	}
 }

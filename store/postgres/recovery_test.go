@@ -11,13 +11,16 @@ import (
 	"github.com/mementohq/memento/toolop"
 )
 
+// Each subtest has a schema of its own: retention counts across tenants.
 func TestRecoverySuite(t *testing.T) {
-	db, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(db.Close)
-	storetest.RecoverySuite(t, func(t *testing.T) (run.Store, toolop.Store) { return db, db })
+	storetest.RecoverySuite(t, func(t *testing.T) (run.Store, toolop.Store) {
+		db, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(db.Close)
+		return db, db
+	})
 }
 
 // While another instance holds the retention lock, a batch deletes nothing

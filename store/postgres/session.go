@@ -26,7 +26,11 @@ const DefaultSweepInterval = time.Minute
 
 // sweepBatch bounds one delete: a session brings at most its capped
 // messages along, so a batch is bounded in rows and lock time.
-const sweepBatch = 100
+// maxSweepBatches bounds one pass; what is left waits for the next.
+const (
+	sweepBatch      = 100
+	maxSweepBatches = 50
+)
 
 // sweepLockKey is the first half of the advisory lock a sweep pass holds;
 // the second is a hash of the schema, as for migrations. Only one instance
@@ -99,7 +103,8 @@ func (s *SessionStore) sweepLoop(ctx context.Context, every time.Duration, onErr
 }
 
 // Sweep deletes expired sessions with their messages and expired vault
-// values, in batches of sweepBatch, and returns how many of each it deleted.
+// values, in at most maxSweepBatches batches of sweepBatch each, and
+// returns how many of each it deleted.
 // Each batch is its own transaction under a try-advisory lock: an instance
 // that finds another sweeping stops its pass (skipped=true) instead of
 // queueing behind it.
@@ -118,7 +123,7 @@ func (s *SessionStore) Sweep(ctx context.Context) (sessions, vault int, err erro
 		})
 		return n, skipped, err
 	}
-	for {
+	for range maxSweepBatches {
 		n, skipped, err := sweepOne(`WITH gone AS (
 				DELETE FROM sessions WHERE (tenant_id, session_id) IN (
 					SELECT tenant_id, session_id FROM sessions WHERE expires_at <= now()
@@ -139,7 +144,7 @@ func (s *SessionStore) Sweep(ctx context.Context) (sessions, vault int, err erro
 			break
 		}
 	}
-	for {
+	for range maxSweepBatches {
 		n, skipped, err := sweepOne(`WITH gone AS (
 				DELETE FROM pii_vault WHERE (tenant_id, ref_id) IN (
 					SELECT tenant_id, ref_id FROM pii_vault WHERE expires_at <= now()

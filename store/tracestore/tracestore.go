@@ -116,6 +116,16 @@ func (s Runs) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit 
 	return call(ctx, s.T, "DeleteTerminalBefore", "", func(ctx context.Context) (int, error) { return s.Store.DeleteTerminalBefore(ctx, cutoff, limit) })
 }
 
+func (s Runs) ListRecoverable(ctx context.Context, tenantID string, q run.RecoveryQuery) ([]run.Recoverable, error) {
+	return call(ctx, s.T, "ListRecoverable", tenantID, func(ctx context.Context) ([]run.Recoverable, error) {
+		return s.Store.ListRecoverable(ctx, tenantID, q)
+	})
+}
+
+func (s Runs) AckWakeups(ctx context.Context, tenantID, runID string, wakeups []run.Wakeup) error {
+	return call0(ctx, s.T, "AckWakeups", tenantID, func(ctx context.Context) error { return s.Store.AckWakeups(ctx, tenantID, runID, wakeups) })
+}
+
 // Ops traces a toolop.Store.
 type Ops struct {
 	toolop.Store

@@ -414,11 +414,19 @@ func openScalePostgres(ctx context.Context, rawURL string) (*scaleDB, error) {
 			if _, err := pool.Exec(ctx, scalePGEvents); err != nil {
 				return err
 			}
+			// The loaded suspended runs wait for nothing that happened: drop
+			// the wake-up their insert wrote, as a first poll would.
+			if _, err := pool.Exec(ctx, "DELETE FROM run_wakeups"); err != nil {
+				return err
+			}
 			for _, t := range []string{"runs", "run_events"} {
 				if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
 					return err
 				}
 			}
+			// Let the load's checkpoint happen now rather than during the
+			// measurements (it needs the pg_checkpoint role: best effort).
+			_, _ = pool.Exec(ctx, "CHECKPOINT")
 			return nil
 		},
 		size: func(ctx context.Context) (int64, error) {
@@ -450,7 +458,14 @@ func openScaleSQLite(ctx context.Context, dir string) (*scaleDB, error) {
 	w := db.SQL()
 	return &scaleDB{
 		backend: "sqlite", store: db, ops: db,
-		load: func(ctx context.Context, n, every int) error { return loadSQLite(ctx, w, n, every) },
+		load: func(ctx context.Context, n, every int) error {
+			if err := loadSQLite(ctx, w, n, every); err != nil {
+				return err
+			}
+			// Fold the load into the file now rather than during the measurements.
+			_, err := w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+			return err
+		},
 		size: func(ctx context.Context) (int64, error) {
 			var pages, free, size int64
 			if err := w.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
@@ -515,6 +530,10 @@ func loadSQLite(ctx context.Context, w *sql.DB, n, every int) error {
 		if _, err := insEv.ExecContext(ctx, id, 2, "step.completed", "step-1", state, status, upd); err != nil {
 			return err
 		}
+	}
+	// As on PostgreSQL: the loaded suspended runs were woken by nothing.
+	if _, err := tx.ExecContext(ctx, "DELETE FROM run_wakeups"); err != nil {
+		return err
 	}
 	return tx.Commit()
 }
