@@ -287,3 +287,20 @@ func TestServeRefusesPublicAddressWithoutKeys(t *testing.T) {
 		t.Fatalf("serve with a bad key: %v", err)
 	}
 }
+
+// TestServeLimitFlags: --request-timeout and --max-in-flight are checked
+// before anything is opened.
+func TestServeLimitFlags(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"serve", "--data", t.TempDir(), "--request-timeout", "soon"},
+		{"serve", "--data", t.TempDir(), "--request-timeout", "-1s"},
+		{"serve", "--data", t.TempDir(), "--max-in-flight", "0"},
+		{"serve", "--data", t.TempDir(), "--max-in-flight", "many"},
+	} {
+		_, _, err := execute(t, ctx, args...)
+		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[3], "--")[:3]) {
+			t.Errorf("%v: %v, want an error about %s", args, err, args[3])
+		}
+	}
+}
