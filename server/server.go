@@ -263,6 +263,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.log.Error("panic serving request", "request_id", ri.id, "method", r.Method,
 				"route", r.Pattern, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			ri.cause = "panic: " + fmt.Sprint(v)
 			if !sw.wroteHeader {
 				p, _ := problemFor(r, errors.New("panic"))
 				p.RequestID = ri.id
