@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"reflect"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
+	"github.com/mementohq/memento/store/tracestore"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -39,6 +42,9 @@ type Config struct {
 	MaxStateBytes int
 	// Registry holds workflow state schemas and migrations (nil means none).
 	Registry *run.Registry
+	// Tracer, when set, makes every store call a span (store/tracestore);
+	// nil means the services call the stores directly.
+	Tracer trace.Tracer
 }
 
 // Backend names the store that holds runs.
@@ -70,6 +76,8 @@ type Options struct {
 	// PII configures the redactor and the vault. With redaction on, PII.Key
 	// is required: vault values are encrypted at rest on every backend.
 	PII PIIConfig
+	// Tracer, when set, wraps every store so that each call is a span.
+	Tracer trace.Tracer
 }
 
 // Engine holds the domain services wired to their stores. Fields are added per
@@ -123,7 +131,11 @@ func New(st Stores, o Options) (*Engine, error) {
 		return nil, fmt.Errorf("new memento: %w", ErrNoPIIKey)
 	}
 	e := &Engine{cfg: Config{MaxStateBytes: o.MaxStateBytes, Registry: o.Registry, Sessions: o.Sessions, PII: o.PII}}
-	vault, err := pii.NewVault(st.Vault, pii.VaultOptions{
+	svc := st
+	if o.Tracer != nil {
+		svc = traced(st, o.Tracer)
+	}
+	vault, err := pii.NewVault(svc.Vault, pii.VaultOptions{
 		Retention: o.PII.Retention,
 		Key:       o.PII.Key,
 		Redactor:  pii.NewRedactor(pii.Options{Disabled: o.PII.Disabled, Kinds: o.PII.Kinds}),
@@ -135,9 +147,9 @@ func New(st Stores, o Options) (*Engine, error) {
 	if !o.PII.Disabled {
 		so.Redactor = vault
 	}
-	e.Runs = run.NewService(st.Runs, run.Options{MaxStateBytes: o.MaxStateBytes, Registry: o.Registry})
-	e.Ops = toolop.NewService(st.Ops, nil)
-	e.Sessions = session.NewService(st.Sessions, so)
+	e.Runs = run.NewService(svc.Runs, run.Options{MaxStateBytes: o.MaxStateBytes, Registry: o.Registry})
+	e.Ops = toolop.NewService(svc.Ops, nil)
+	e.Sessions = session.NewService(svc.Sessions, so)
 	e.Vault = vault
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
@@ -156,6 +168,17 @@ func New(st Stores, o Options) (*Engine, error) {
 		e.pingers = append(e.pingers, namedPing{[]string{"runs", "operations", "sessions", "vault"}[i], p.Ping})
 	}
 	return e, nil
+}
+
+// traced wraps every store in a span per call (after New has looked for
+// the stores' own Ping, which a wrapper hides).
+func traced(st Stores, tr trace.Tracer) Stores {
+	return Stores{
+		Runs:     tracestore.Runs{Store: st.Runs, T: tr},
+		Ops:      tracestore.Ops{Store: st.Ops, T: tr},
+		Sessions: tracestore.WrapSessions(st.Sessions, tr),
+		Vault:    tracestore.Vault{Store: st.Vault, T: tr},
+	}
 }
 
 // Open connects the backends the config names, applies their schema
@@ -223,7 +246,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII}
+	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer}
 	o.PII.Key = key
 	e, err := New(st, o)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/client"
 	"github.com/mementohq/memento/server"
 	"github.com/mementohq/memento/storetest"
 )
@@ -188,6 +190,11 @@ func TestUnreachableDatabaseIs503(t *testing.T) {
 	p.close()
 	expectRetryable(t, e, e.do(t, "GET", "/v1/runs/u1", nil, nil), 503, "unavailable")
 	expectRetryable(t, e, e.do(t, "GET", "/v1/runs", nil, nil), 503, "unavailable")
+	_, err := e.c.GetRun(context.Background(), "u1")
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Kind() != "unavailable" || ce.RetryAfter != time.Second || ce.RequestID == "" {
+		t.Fatalf("client error %#v", err)
+	}
 	expectRetryable(t, e, e.do(t, "POST", "/v1/runs/u1/commit", commitReq(1, l, "a", `{}`), nil), 503, "unavailable", "commit-outcome-unknown")
 	expectRetryable(t, e, e.do(t, "POST", "/v1/runs", `{"workflow_name":"w","workflow_version":"1"}`, nil), 503, "unavailable")
 	// A closed pool (no network error at all) is unavailable too.

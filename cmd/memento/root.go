@@ -26,6 +26,7 @@ const (
 	// envPIIRedaction and envPIIKey configure the session redactor and its vault.
 	envPIIRedaction = "MEMENTO_PII_REDACTION"
 	envPIIKey       = "MEMENTO_PII_KEY"
+	envOTLPEndpoint = "MEMENTO_OTLP_ENDPOINT"
 	envURL          = "MEMENTO_URL"
 	envAPIKey       = "MEMENTO_API_KEY"
 

@@ -17,6 +17,7 @@ import (
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/server"
+	"github.com/mementohq/memento/telemetry"
 )
 
 type serveFlags struct {
@@ -27,6 +28,7 @@ type serveFlags struct {
 	piiRedaction                  bool
 	retention                     string
 	requestTimeout, maxInFlight   string
+	otlpEndpoint                  string
 }
 
 func newServeCmd() *cobra.Command {
@@ -56,6 +58,7 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl.StringVar(&f.retention, "retention", "", "delete completed, failed and cancelled runs (with their events, checkpoints and operations) this long after their last update, e.g. 720h; empty keeps them (env "+envRetention+")")
 	fl.StringVar(&f.requestTimeout, "request-timeout", "", "longest a request may work, store calls included, e.g. 30s (env "+envReqTimeout+", default 30s)")
 	fl.StringVar(&f.maxInFlight, "max-in-flight", "", "most API requests served at once; beyond it a request is answered 503 overloaded (env "+envMaxInFlight+", default 256)")
+	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces: a span per request and per store call; empty turns tracing off (env "+envOTLPEndpoint+")")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
 	return cmd
@@ -128,6 +131,22 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	tracing, err := telemetry.Start(ctx, telemetry.Config{Endpoint: flagOrEnv(cmd, "otlp-endpoint", f.otlpEndpoint, envOTLPEndpoint, "")})
+	if err != nil {
+		return err
+	}
+	if tracing != nil {
+		cfg.Tracer = tracing.Tracer
+		defer func() {
+			// Flush what the last requests produced, bounded: a collector
+			// that went away must not hold the shutdown.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tracing.Shutdown(sctx); err != nil {
+				logger.Warn("tracing", "err", err)
+			}
+		}()
+	}
 	eng, err := memento.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -136,7 +155,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
 		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 		RequestTimeout: reqTimeout, MaxInFlight: maxInFlight,
-		Keys: keys, Logger: logger})
+		Keys: keys, Logger: logger, Tracing: tracing})
 	if err != nil {
 		return err
 	}
@@ -145,8 +164,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	logger.Info("sessions", "backend", string(eng.SessionBackend()), "pii_redaction", !cfg.PII.Disabled, "vault_encrypted", eng.Vault.Encrypted())
 	if retention > 0 {
-		// Every instance may run it: the deletes re-check status and age, so
-		// concurrent passes delete each run once.
+		// Every instance may start it: the store lets one sweep at a time
+		// and the others' passes return at once.
 		retCtx, stopRetention := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
