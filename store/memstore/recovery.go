@@ -33,6 +33,9 @@ func (s *Store) ListRecoverable(ctx context.Context, tenantID string, q run.Reco
 	if limit <= 0 {
 		limit = run.DefaultListSize
 	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now, due := s.nowMicros(), q.Now.UnixMicro()
