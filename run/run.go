@@ -37,10 +37,18 @@ type Run struct {
 	ParentRevision     int64           `json:"parent_revision,omitempty"`
 	CreatedAt          time.Time       `json:"created_at"`
 	UpdatedAt          time.Time       `json:"updated_at"`
+	// Chain is the hash chain value of the last event (see ChainNext).
+	Chain string `json:"-"`
+	// VerifiedSeq is the last seq a resume verified the chain through.
+	VerifiedSeq int64 `json:"-"`
+	// Spent is the running total of the "spend" objects of the event
+	// payloads (see SpendOf); nil when unknown (runs from before totals were kept).
+	Spent map[string]int64 `json:"-"`
 }
 
 // Event is one entry of a run's append-only log. Besides what happened it
-// keeps the snapshot the commit produced, so any revision can be rebuilt exactly.
+// keeps what its commit changed (a snapshot or a delta, see doc.go), so any
+// revision can be rebuilt exactly.
 type Event struct {
 	Seq                int64           `json:"seq"`
 	EventType          string          `json:"event_type"`
@@ -52,6 +60,12 @@ type Event struct {
 	NextStep           string          `json:"-"`
 	Status             Status          `json:"-"`
 	StateSchemaVersion int             `json:"-"`
+	// Change is the event's stored change exactly as the store returns it:
+	// the whole state when Snapshot, else a delta (see ApplyDelta).
+	Change   json.RawMessage `json:"-"`
+	Snapshot bool            `json:"-"`
+	// Chain is ChainNext(chain of seq-1, this event).
+	Chain string `json:"-"`
 }
 
 // Lease is the right to commit to a run. Epoch is the fencing token: it grows
@@ -93,6 +107,8 @@ type CommitRequest struct {
 	StatusReason     string          `json:"status_reason,omitempty"`
 	// StateSchemaVersion, when non-zero, changes the run's schema version (migrations).
 	StateSchemaVersion int `json:"state_schema_version,omitempty"`
+	// VerifiedSeq is set by the resume verifier only (never over HTTP).
+	VerifiedSeq int64 `json:"-"`
 }
 
 // StoreCommit is a validated commit as handed to a Store.
@@ -108,6 +124,10 @@ type StoreCommit struct {
 	StateSchemaVersion int
 	// FromStatuses are the statuses the run may be in for this commit to apply.
 	FromStatuses []Status
+	// Spend, when not nil, is added to the run's running totals (SpendOf the payload).
+	Spend map[string]int64
+	// VerifiedSeq, when non-zero, records that the chain was verified through that seq.
+	VerifiedSeq int64
 }
 
 // CreateRequest describes a new run.

@@ -10,6 +10,18 @@ import (
 // of an unknown run's events or checkpoints is ErrNotFound, not empty).
 // Implementations live under store/ and must pass storetest.RunStoreSuite.
 // Times are kept to microsecond precision.
+//
+// History (see doc.go): every event carries Change, what its commit changed,
+// and Chain, the hash chain through it. A store may keep any event as a
+// snapshot (Snapshot true, Change the whole state) or as a delta against
+// the event before (Change a Delta as MakeDelta writes it); the SQL stores
+// keep a snapshot at IsSnapshotSeq seqs and deltas between. Whatever it
+// keeps, Chain of the event at seq n must equal ChainNext(Chain of n-1 (""
+// for n = 1), the event as ListEvents returns it), and the run's Chain is
+// that of its last event. A run's Spent starts as an empty map on
+// CreateRun, grows by StoreCommit.Spend on each commit (nil Spent stays
+// nil), and VerifiedSeq starts at 0 and changes only by
+// StoreCommit.VerifiedSeq.
 type Store interface {
 	// CreateRun inserts the run (its StateRevision is 1) and its first event,
 	// EventRunCreated at seq 1, atomically. With a non-empty IdempotencyKey an
@@ -25,13 +37,15 @@ type Store interface {
 	// filter's keyset position, at most f.Limit rows.
 	ListRuns(ctx context.Context, tenantID string, f ListFilter) ([]Run, error)
 
-	// ListEvents returns events with seq > afterSeq in order, at most limit.
-	// The snapshot fields (State, NextStep, Status, StateSchemaVersion) may be
-	// left empty: GetEvent is the way to read a snapshot.
+	// ListEvents returns events with seq > afterSeq in order, at most limit,
+	// with NextStep, Status, StateSchemaVersion, Change, Snapshot and Chain
+	// filled; State may be left empty: GetEvent is the way to read a state.
 	ListEvents(ctx context.Context, tenantID, runID string, afterSeq int64, limit int) ([]Event, error)
 
-	// GetEvent returns the event at seq, with its snapshot (State, NextStep,
-	// Status, StateSchemaVersion); a seq not in the log is ErrRevisionNotFound.
+	// GetEvent returns the event at seq, with the whole state at that seq
+	// (State, rebuilt from the last snapshot at or before it and the deltas
+	// since) and the fields ListEvents fills; a seq not in the log is
+	// ErrRevisionNotFound.
 	GetEvent(ctx context.Context, tenantID, runID string, seq int64) (Event, error)
 
 	// AcquireLease takes or renews the run's lease, atomically.
@@ -54,20 +68,28 @@ type Store interface {
 	// match and the lease has not expired, and the current status is in
 	// c.FromStatuses. Otherwise nothing changes and the error tells which check
 	// failed, in this order: ErrNotFound, ErrInvalidTransition, ErrLeaseLost,
-	// ErrRevisionConflict. It returns the run as committed and the new event.
+	// ErrRevisionConflict. It returns the run as committed and the new event
+	// (State the new state; Change, Snapshot and Chain as stored). The run's
+	// Chain becomes the new event's, its Spent grows by c.Spend, and its
+	// VerifiedSeq becomes c.VerifiedSeq when that is non-zero.
 	Commit(ctx context.Context, tenantID, runID string, c StoreCommit) (Run, Event, error)
 
 	// CreateCheckpoint labels revision (which must exist: ErrRevisionNotFound);
 	// a label is unique per run (ErrCheckpointExists).
 	CreateCheckpoint(ctx context.Context, tenantID, runID, label string, revision int64) (Checkpoint, error)
-	// ListCheckpoints orders by revision, then label.
-	ListCheckpoints(ctx context.Context, tenantID, runID string) ([]Checkpoint, error)
+	// ListCheckpoints orders by (revision, label), strictly after the keyset
+	// position (afterRevision, afterLabel) — (0, "") from the start — and
+	// returns at most limit (limit <= 0: DefaultListSize).
+	ListCheckpoints(ctx context.Context, tenantID, runID string, afterRevision int64, afterLabel string, limit int) ([]Checkpoint, error)
 	// GetCheckpoint of an unknown label is ErrCheckpointNotFound.
 	GetCheckpoint(ctx context.Context, tenantID, runID, label string) (Checkpoint, error)
 
 	// Fork creates nr.Run as a copy of source run at revision: events 1..revision
-	// are copied, and state, next step, status and schema version are those of
-	// the snapshot at that revision. nr.Run carries the new id, parent fields,
+	// are copied as stored (compact: deltas stay deltas, chains stay), and
+	// state, next step, status and schema version are those of the event at
+	// that revision; the fork's Chain is that event's, its Spent the total
+	// of SpendOf over the payloads of events 1..revision (nil if the
+	// source's is nil), its VerifiedSeq 0. nr.Run carries the new id, parent fields,
 	// and the lease cleared; its status is taken from the snapshot unless it is
 	// terminal, in which case the fork is suspended. A revision not in the
 	// source's log is ErrRevisionNotFound; a taken new run id ErrAlreadyExists.

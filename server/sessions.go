@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -143,7 +144,16 @@ func (s *Server) readPatch(w http.ResponseWriter, r *http.Request) ([]byte, erro
 			return nil, newError(problem.UnsupportedMediaType, fmt.Sprintf("Content-Type %q: send application/merge-patch+json (RFC 7386) or application/json", ct))
 		}
 	}
-	return s.readBody(w, r, "")
+	body, err := s.readBody(w, r, "")
+	if err != nil {
+		return nil, err
+	}
+	// Exactly one JSON value (a trailing "}" is refused), of text every
+	// store keeps, nested no deeper than any stored document may be.
+	if err := checkJSON(bytes.TrimSpace(body)); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
@@ -247,11 +257,11 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 		}
 		mq.Since = t
 	}
-	ms, err := s.sessions.Messages(r.Context(), tenant(r), sessionID(r), user, mq)
+	ms, next, err := s.sessions.MessagePage(r.Context(), tenant(r), sessionID(r), user, mq, q.Get("cursor"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(ms, ""))
+	writeJSON(w, http.StatusOK, listOf(ms, next))
 	return nil
 }
 
@@ -265,11 +275,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ss, err := s.sessions.ListUser(r.Context(), tenant(r), user, int(min(limit, session.MaxListLimit)))
+	ss, next, err := s.sessions.ListUserPage(r.Context(), tenant(r), user, q.Get("cursor"), int(min(limit, session.MaxListLimit)))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(ss, ""))
+	writeJSON(w, http.StatusOK, listOf(ss, next))
 	return nil
 }
 

@@ -191,7 +191,7 @@ func (e *Engine) Start(ctx context.Context, workflow, runID string, input any) (
 // Resume runs the resume verification for a run and leaves it running under
 // this engine's lease, without executing a step.
 func (e *Engine) Resume(ctx context.Context, runID string) (resume.Result, error) {
-	return e.verifier.Resume(ctx, resume.Request{TenantID: e.opts.Tenant, RunID: runID, Owner: e.opts.Owner, LeaseTTL: e.opts.LeaseTTL})
+	return e.verifier.Resume(ctx, resume.Request{TenantID: e.opts.Tenant, RunID: runID, Owner: e.opts.Owner, LeaseTTL: e.opts.LeaseTTL, SuspendOnRefusal: true})
 }
 
 // Drive takes a run and executes its steps until it completes, fails or is

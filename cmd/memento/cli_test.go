@@ -302,3 +302,20 @@ func TestUnknownSubcommandFails(t *testing.T) {
 		t.Errorf("memento runs: err = %v, out = %q", err, out)
 	}
 }
+
+// TestServeLimitFlags: --request-timeout and --max-in-flight are checked
+// before anything is opened.
+func TestServeLimitFlags(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"serve", "--data", t.TempDir(), "--request-timeout", "soon"},
+		{"serve", "--data", t.TempDir(), "--request-timeout", "-1s"},
+		{"serve", "--data", t.TempDir(), "--max-in-flight", "0"},
+		{"serve", "--data", t.TempDir(), "--max-in-flight", "many"},
+	} {
+		_, _, err := execute(t, ctx, args...)
+		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[3], "--")[:3]) {
+			t.Errorf("%v: %v, want an error about %s", args, err, args[3])
+		}
+	}
+}

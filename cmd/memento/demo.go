@@ -109,10 +109,19 @@ on a server over the same store). The last line printed is a JSON summary
 			if err := refund.RegisterSchemas(reg); err != nil {
 				return err
 			}
+			key, err := piiKeyFromEnv()
+			if err != nil {
+				return err
+			}
+			pgURL := flagOrEnv(cmd, "postgres", pg, envPostgresURL, "")
 			eng, err := memento.Open(ctx, memento.Config{
 				DataDir:     flagOrEnv(cmd, "data", data, envData, data),
-				PostgresURL: flagOrEnv(cmd, "postgres", pg, envPostgresURL, ""),
+				PostgresURL: pgURL,
 				Registry:    reg,
+				// The demo writes runs and operations, never a session: on
+				// PostgreSQL without a key it turns redaction (and so the
+				// vault, which would need the key) off.
+				PII: memento.PIIConfig{Key: key, Disabled: key == nil && pgURL != ""},
 			})
 			if err != nil {
 				return err

@@ -21,9 +21,12 @@ const (
 	envLogFormat   = "MEMENTO_LOG_FORMAT"
 	envLogLevel    = "MEMENTO_LOG_LEVEL"
 	envRetention   = "MEMENTO_RETENTION"
+	envReqTimeout  = "MEMENTO_REQUEST_TIMEOUT"
+	envMaxInFlight = "MEMENTO_MAX_IN_FLIGHT"
 	// envPIIRedaction and envPIIKey configure the session redactor and its vault.
 	envPIIRedaction = "MEMENTO_PII_REDACTION"
 	envPIIKey       = "MEMENTO_PII_KEY"
+	envOTLPEndpoint = "MEMENTO_OTLP_ENDPOINT"
 	envURL          = "MEMENTO_URL"
 	envAPIKey       = "MEMENTO_API_KEY"
 

@@ -28,6 +28,12 @@ func TestTransparentWithoutRules(t *testing.T) {
 	t.Run("sessions", func(t *testing.T) {
 		storetest.SessionStoreSuite(t, func(t *testing.T) session.Store { return open(t) })
 	})
+	t.Run("recovery", func(t *testing.T) {
+		storetest.RecoverySuite(t, func(t *testing.T) (run.Store, toolop.Store) {
+			s := open(t)
+			return s, s
+		})
+	})
 	t.Run("vault", func(t *testing.T) {
 		storetest.PIIVaultSuite(t, func(t *testing.T) pii.Store { return open(t) })
 	})

@@ -62,8 +62,10 @@ func (s *Runs) CreateCheckpoint(ctx context.Context, tenantID, runID, label stri
 	})
 }
 
-func (s *Runs) ListCheckpoints(ctx context.Context, tenantID, runID string) ([]run.Checkpoint, error) {
-	return call2(s.in.inject(ctx, "ListCheckpoints", tenantID, runID), func() ([]run.Checkpoint, error) { return s.inner.ListCheckpoints(ctx, tenantID, runID) })
+func (s *Runs) ListCheckpoints(ctx context.Context, tenantID, runID string, afterRevision int64, afterLabel string, limit int) ([]run.Checkpoint, error) {
+	return call2(s.in.inject(ctx, "ListCheckpoints", tenantID, runID, afterRevision, afterLabel, limit), func() ([]run.Checkpoint, error) {
+		return s.inner.ListCheckpoints(ctx, tenantID, runID, afterRevision, afterLabel, limit)
+	})
 }
 
 func (s *Runs) GetCheckpoint(ctx context.Context, tenantID, runID, label string) (run.Checkpoint, error) {

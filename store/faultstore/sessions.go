@@ -60,8 +60,8 @@ func (s *Sessions) Delete(ctx context.Context, tenantID, sessionID, userID strin
 	})
 }
 
-func (s *Sessions) ListByUser(ctx context.Context, tenantID, userID string, limit int) ([]session.Session, error) {
-	return call2(s.in.inject(ctx, "ListByUser", tenantID, userID, limit), func() ([]session.Session, error) {
-		return s.inner.ListByUser(ctx, tenantID, userID, limit)
+func (s *Sessions) ListByUser(ctx context.Context, tenantID, userID string, q session.ListQuery) ([]session.Session, error) {
+	return call2(s.in.inject(ctx, "ListByUser", tenantID, userID, q), func() ([]session.Session, error) {
+		return s.inner.ListByUser(ctx, tenantID, userID, q)
 	})
 }

@@ -27,8 +27,8 @@ func (s *Ops) GetOperation(ctx context.Context, tenantID, operationID string) (t
 	})
 }
 
-func (s *Ops) ListOperations(ctx context.Context, tenantID, runID string) ([]toolop.Operation, error) {
-	return call2(s.in.inject(ctx, "ListOperations", tenantID, runID), func() ([]toolop.Operation, error) { return s.inner.ListOperations(ctx, tenantID, runID) })
+func (s *Ops) ListOperations(ctx context.Context, tenantID, runID string, p toolop.Page) ([]toolop.Operation, error) {
+	return call2(s.in.inject(ctx, "ListOperations", tenantID, runID, p), func() ([]toolop.Operation, error) { return s.inner.ListOperations(ctx, tenantID, runID, p) })
 }
 
 func (s *Ops) TransitionOperation(ctx context.Context, tenantID, operationID string, t toolop.Transition) (toolop.Operation, error) {
@@ -45,8 +45,8 @@ func (s *Ops) GetApproval(ctx context.Context, tenantID, approvalID string) (too
 	return call2(s.in.inject(ctx, "GetApproval", tenantID, approvalID), func() (toolop.Approval, error) { return s.inner.GetApproval(ctx, tenantID, approvalID) })
 }
 
-func (s *Ops) ListApprovals(ctx context.Context, tenantID, runID string) ([]toolop.Approval, error) {
-	return call2(s.in.inject(ctx, "ListApprovals", tenantID, runID), func() ([]toolop.Approval, error) { return s.inner.ListApprovals(ctx, tenantID, runID) })
+func (s *Ops) ListApprovals(ctx context.Context, tenantID, runID string, p toolop.Page) ([]toolop.Approval, error) {
+	return call2(s.in.inject(ctx, "ListApprovals", tenantID, runID, p), func() ([]toolop.Approval, error) { return s.inner.ListApprovals(ctx, tenantID, runID, p) })
 }
 
 func (s *Ops) DecideApproval(ctx context.Context, tenantID, approvalID string, d toolop.Decision) (toolop.Approval, error) {

@@ -85,3 +85,10 @@ func TestNoAliasing(t *testing.T) {
 		t.Fatalf("stored record changed through the caller's slice: %q %v", rec.Sealed, err)
 	}
 }
+
+func TestRecoverySuite(t *testing.T) {
+	storetest.RecoverySuite(t, func(t *testing.T) (run.Store, toolop.Store) {
+		s := memstore.New()
+		return s, s
+	})
+}

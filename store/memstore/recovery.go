@@ -1,30 +1,18 @@
 package memstore
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/mementohq/memento/run"
 )
 
-// wake records a wake-up of the run at at, if the run is active, as the SQL
-// backends' triggers do; the caller holds s.mu.
-func (s *Store) wake(tenantID, runID string, at time.Time) {
-	rr, ok := s.runs[key{tenantID, runID}]
-	if !ok || rr.run.Status.Terminal() {
-		return
-	}
-	if rr.wakeups == nil {
-		rr.wakeups = map[int64]int64{}
-	}
-	rr.wakeups[at.UnixMicro()]++
-}
-
-// ListRecoverable returns the runs a recovery loop must look at; see run.Store.
-// A twin for tests: it looks at every run of the tenant.
+// ListRecoverable returns the runs a recovery loop must look at; see
+// run.Store. It walks the tenant's runs: the twin has no index to keep.
 func (s *Store) ListRecoverable(ctx context.Context, tenantID string, q run.RecoveryQuery) ([]run.Recoverable, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -36,52 +24,76 @@ func (s *Store) ListRecoverable(ctx context.Context, tenantID string, q run.Reco
 	if q.Now.IsZero() {
 		q.Now = time.Now()
 	}
+	due := q.Now.UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now, due := s.nowMicros(), q.Now.UnixMicro()
-	var out []run.Recoverable
+	now := s.nowMicros()
+	type hit struct {
+		rc  run.Recoverable
+		row *runRow
+	}
+	var hits []hit
 	for k, rr := range s.runs {
 		r := rr.run
 		if k.tenant != tenantID || r.RunID <= q.AfterRunID {
 			continue
 		}
-		if r.Status.Terminal() {
-			rr.wakeups = nil
+		if r.Status == run.StatusRunning {
+			if !leaseHeld(r, now) {
+				hits = append(hits, hit{rc: run.Recoverable{TenantID: tenantID, RunID: r.RunID, WorkflowName: r.WorkflowName,
+					Status: r.Status, LeaseExpiresAt: cloneTime(r.LeaseExpiresAt)}, row: rr})
+			}
+			continue // a running run's wake-ups wait until it suspends or finishes
+		}
+		var ws []run.Wakeup
+		for at, n := range rr.wakeups {
+			if at <= due {
+				ws = append(ws, run.Wakeup{At: fromMicros(at), N: n})
+			}
+		}
+		if len(ws) == 0 {
 			continue
 		}
+		slices.SortFunc(ws, func(a, b run.Wakeup) int { return a.At.Compare(b.At) })
 		rc := run.Recoverable{TenantID: tenantID, RunID: r.RunID, WorkflowName: r.WorkflowName, Status: r.Status,
-			LeaseExpiresAt: cloneTime(r.LeaseExpiresAt)}
-		switch r.Status {
-		case run.StatusRunning:
-			if leaseHeld(r, now) {
-				continue
-			}
-		case run.StatusSuspended:
-			for at, n := range rr.wakeups {
-				if at <= due {
-					w := run.Wakeup{At: fromMicros(at), N: n}
-					if at == 0 {
-						w.At = run.WakeNow
-					}
-					rc.Wakeups = append(rc.Wakeups, w)
-				}
-			}
-			if len(rc.Wakeups) == 0 {
-				continue
-			}
-			slices.SortFunc(rc.Wakeups, func(a, b run.Wakeup) int { return a.At.Compare(b.At) })
-			rc.StatusReason = r.StatusReason
-			if q.ControlKey != "" {
-				var top map[string]json.RawMessage
-				if json.Unmarshal(r.State, &top) == nil {
-					rc.Control = cloneJSON(top[q.ControlKey])
-				}
-			}
+			LeaseExpiresAt: cloneTime(r.LeaseExpiresAt), StatusReason: r.StatusReason, Wakeups: ws}
+		if q.ControlKey != "" {
+			rc.Control = member(r.State, q.ControlKey)
 		}
-		out = append(out, rc)
+		hits = append(hits, hit{rc: rc, row: rr})
 	}
-	slices.SortFunc(out, func(a, b run.Recoverable) int { return strings.Compare(a.RunID, b.RunID) })
-	return out[:min(limit, len(out))], nil
+	slices.SortFunc(hits, func(a, b hit) int { return cmp.Compare(a.rc.RunID, b.rc.RunID) })
+	hits = hits[:min(limit, len(hits))]
+	var out []run.Recoverable
+	for _, h := range hits {
+		if active(h.rc.Status) {
+			out = append(out, h.rc)
+			continue
+		}
+		// Finished: what woke it can wake it no more.
+		for _, w := range h.rc.Wakeups {
+			delete(h.row.wakeups, w.At.UnixMicro())
+		}
+	}
+	return out, nil
+}
+
+// member returns the top-level member name of the JSON object state,
+// compact, or nil if it has none.
+func member(state json.RawMessage, name string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(state, &m) != nil {
+		return nil
+	}
+	v, ok := m[name]
+	if !ok {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		return cloneJSON(v)
+	}
+	return json.RawMessage(b.Bytes())
 }
 
 // AckWakeups deletes the run's wake-ups that are still as given; see run.Store.
@@ -96,7 +108,8 @@ func (s *Store) AckWakeups(ctx context.Context, tenantID, runID string, wakeups 
 		return nil
 	}
 	for _, w := range wakeups {
-		if at := w.At.UnixMicro(); rr.wakeups[at] == w.N {
+		at := w.At.UnixMicro()
+		if n, ok := rr.wakeups[at]; ok && n == w.N {
 			delete(rr.wakeups, at)
 		}
 	}

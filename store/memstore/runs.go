@@ -11,33 +11,70 @@ import (
 	"github.com/mementohq/memento/run"
 )
 
-// runRow is a run with its log and labels. events[i] has seq i+1.
+// runRow is a run with its log, labels and wake-ups. events[i] has seq
+// i+1 and keeps, besides its stored Change (a snapshot at
+// run.IsSnapshotSeq seqs, a delta between, as the SQL stores keep them, so
+// the chain is the same), the whole State at that seq.
 type runRow struct {
 	run         run.Run
 	idemKey     string
 	digest      string
 	events      []run.Event
 	checkpoints map[string]run.Checkpoint
-	// wakeups maps a wake-up's time (unix micros, 0 = run.WakeNow) to its N.
+	// finished is when the commit that made the run terminal ran (micros;
+	// 0: not finished by a commit). Retention goes by it.
+	finished int64
+	// wakeups maps a wake-up's At (micros; 0 is run.WakeNow) to its N.
 	wakeups map[int64]int64
+}
+
+func newRow(r run.Run) *runRow {
+	return &runRow{run: r, checkpoints: map[string]run.Checkpoint{}, wakeups: map[int64]int64{}}
+}
+
+func cloneSpent(m map[string]int64) map[string]int64 {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 func cloneRun(r run.Run) run.Run {
 	r.State = cloneJSON(r.State)
 	r.LeaseExpiresAt = cloneTime(r.LeaseExpiresAt)
+	r.Spent = cloneSpent(r.Spent)
 	return r
 }
 
 func cloneEvent(ev run.Event) run.Event {
 	ev.Payload = cloneJSON(ev.Payload)
 	ev.State = cloneJSON(ev.State)
+	ev.Change = cloneJSON(ev.Change)
 	return ev
 }
 
-// withoutSnapshot is an event as ListEvents returns it.
-func withoutSnapshot(ev run.Event) run.Event {
-	return run.Event{Seq: ev.Seq, EventType: ev.EventType, StepID: ev.StepID, Attempt: ev.Attempt,
-		Payload: cloneJSON(ev.Payload), CreatedAt: ev.CreatedAt}
+// listed is an event as ListEvents returns it: everything but the state.
+func listed(ev run.Event) run.Event {
+	ev = cloneEvent(ev)
+	ev.State = nil
+	return ev
+}
+
+// active reports a status in which a run waits for or does work.
+func active(st run.Status) bool { return st == run.StatusRunning || st == run.StatusSuspended }
+
+// wake writes a wake-up of the run at at (micros), if the run exists and
+// (unless always) is active: a rewrite of one that exists increments its N.
+func (s *Store) wake(tenantID, runID string, at int64, always bool) {
+	rr, ok := s.runs[key{tenantID, runID}]
+	if !ok || (!always && !active(rr.run.Status)) {
+		return
+	}
+	rr.wakeups[at]++
 }
 
 func (s *Store) row(tenantID, runID string) (*runRow, error) {
@@ -65,6 +102,7 @@ func (s *Store) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, er
 		r.StateSchemaVersion = 1
 	}
 	r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = "", 0, nil
+	r.Spent, r.VerifiedSeq = map[string]int64{}, 0
 	payload, err := json.Marshal(map[string]any{
 		"workflow_name": r.WorkflowName, "workflow_version": r.WorkflowVersion,
 		"state_schema_version": r.StateSchemaVersion,
@@ -89,17 +127,23 @@ func (s *Store) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, er
 	}
 	now := fromMicros(s.nowMicros())
 	r.CreatedAt, r.UpdatedAt = now, now
-	rr := &runRow{run: r, idemKey: nr.IdempotencyKey, digest: nr.RequestDigest, checkpoints: map[string]run.Checkpoint{}}
-	rr.events = []run.Event{{
+	ev := run.Event{
 		Seq: 1, EventType: run.EventRunCreated, Payload: payload, CreatedAt: now,
 		State: cloneJSON(r.State), NextStep: r.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,
-	}}
-	s.runs[k] = rr
-	if r.Status == run.StatusSuspended {
-		s.wake(r.TenantID, r.RunID, run.WakeNow)
+		Change: cloneJSON(r.State), Snapshot: true,
 	}
+	ev.Chain = run.ChainNext("", ev)
+	r.Chain = ev.Chain
+	rr := newRow(r)
+	rr.idemKey, rr.digest = nr.IdempotencyKey, nr.RequestDigest
+	rr.events = []run.Event{ev}
+	s.runs[k] = rr
 	if nr.IdempotencyKey != "" {
 		s.idem[key{r.TenantID, nr.IdempotencyKey}] = r.RunID
+	}
+	if r.Status == run.StatusSuspended {
+		// It may wait for something that already happened: look at it once.
+		s.wake(r.TenantID, r.RunID, 0, true)
 	}
 	return cloneRun(r), true, nil
 }
@@ -171,7 +215,7 @@ func (s *Store) ListEvents(ctx context.Context, tenantID, runID string, afterSeq
 		if len(out) == limit {
 			break
 		}
-		out = append(out, withoutSnapshot(ev))
+		out = append(out, listed(ev))
 	}
 	return out, nil
 }
@@ -222,7 +266,7 @@ func (s *Store) AcquireLease(ctx context.Context, tenantID, runID, owner string,
 			return run.Lease{}, fmt.Errorf("%w: renewing epoch %d", run.ErrLeaseLost, epoch)
 		}
 	case held && r.LeaseOwner != owner:
-		return run.Lease{}, fmt.Errorf("%w: by %s until %s", run.ErrLeaseHeld, r.LeaseOwner, r.LeaseExpiresAt.Format(time.RFC3339Nano))
+		return run.Lease{}, &run.LeaseHeldError{RunID: runID, Owner: r.LeaseOwner, ExpiresAt: cloneTime(r.LeaseExpiresAt)}
 	case !held:
 		newEpoch = r.LeaseEpoch + 1
 	}
@@ -274,9 +318,10 @@ func (s *Store) Commit(ctx context.Context, tenantID, runID string, c run.StoreC
 		return run.Run{}, run.Event{}, fmt.Errorf("%w: %s/%d does not hold it", run.ErrLeaseLost, c.Owner, c.Epoch)
 	}
 	if r.StateRevision != c.ExpectedRevision {
-		return run.Run{}, run.Event{}, fmt.Errorf("%w: run is at %d", run.ErrRevisionConflict, r.StateRevision)
+		return run.Run{}, run.Event{}, &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: r.StateRevision}
 	}
 	ts := fromMicros(now)
+	oldState := r.State
 	r.State = cloneJSON(c.State)
 	if len(r.State) == 0 {
 		r.State = json.RawMessage(`{}`)
@@ -299,6 +344,24 @@ func (s *Store) Commit(ctx context.Context, tenantID, runID string, c run.StoreC
 		Seq: r.StateRevision, EventType: c.Event.EventType, StepID: c.Event.StepID, Attempt: c.Event.Attempt,
 		Payload: payload, CreatedAt: ts,
 		State: r.State, NextStep: r.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,
+		Change: cloneJSON(r.State), Snapshot: run.IsSnapshotSeq(r.StateRevision),
+	}
+	if !ev.Snapshot {
+		var err error
+		if ev.Change, err = run.MakeDelta(oldState, r.State); err != nil {
+			return run.Run{}, run.Event{}, err
+		}
+	}
+	ev.Chain = run.ChainNext(r.Chain, ev)
+	r.Chain = ev.Chain
+	if c.Spend != nil {
+		r.Spent = run.AddSpend(r.Spent, c.Spend)
+	}
+	if c.VerifiedSeq > 0 {
+		r.VerifiedSeq = c.VerifiedSeq
+	}
+	if r.Status.Terminal() {
+		rr.finished = now
 	}
 	rr.events = append(rr.events, ev)
 	rr.run = r
@@ -327,10 +390,13 @@ func (s *Store) CreateCheckpoint(ctx context.Context, tenantID, runID, label str
 	return cp, nil
 }
 
-// ListCheckpoints lists a run's checkpoints by revision, then label; see run.Store.
-func (s *Store) ListCheckpoints(ctx context.Context, tenantID, runID string) ([]run.Checkpoint, error) {
+// ListCheckpoints lists a page of a run's checkpoints by (revision, label); see run.Store.
+func (s *Store) ListCheckpoints(ctx context.Context, tenantID, runID string, afterRevision int64, afterLabel string, limit int) ([]run.Checkpoint, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if limit <= 0 {
+		limit = run.DefaultListSize
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -340,12 +406,14 @@ func (s *Store) ListCheckpoints(ctx context.Context, tenantID, runID string) ([]
 	}
 	out := []run.Checkpoint{}
 	for _, cp := range rr.checkpoints {
-		out = append(out, cp)
+		if cmp.Or(cmp.Compare(cp.Revision, afterRevision), cmp.Compare(cp.Label, afterLabel)) > 0 {
+			out = append(out, cp)
+		}
 	}
 	slices.SortFunc(out, func(a, b run.Checkpoint) int {
 		return cmp.Or(cmp.Compare(a.Revision, b.Revision), cmp.Compare(a.Label, b.Label))
 	})
-	return out, nil
+	return out[:min(limit, len(out))], nil
 }
 
 // GetCheckpoint returns one checkpoint by label; see run.Store.
@@ -397,22 +465,31 @@ func (s *Store) Fork(ctx context.Context, tenantID, sourceRunID string, revision
 		StateSchemaVersion: snap.StateSchemaVersion, Status: status,
 		NextStep: snap.NextStep, State: cloneJSON(snap.State), StateRevision: revision,
 		ParentRunID: sourceRunID, ParentRevision: revision,
-		CreatedAt: now, UpdatedAt: now,
+		CreatedAt: now, UpdatedAt: now, Chain: snap.Chain,
 	}
-	rr := &runRow{run: r, checkpoints: map[string]run.Checkpoint{}, events: make([]run.Event, revision)}
+	rr := newRow(r)
+	rr.events = make([]run.Event, revision)
+	if src.run.Spent != nil {
+		rr.run.Spent = map[string]int64{}
+	}
 	for i := range rr.events {
+		// Copied as stored: deltas stay deltas, chains stay valid.
 		rr.events[i] = cloneEvent(src.events[i])
+		if rr.run.Spent != nil {
+			rr.run.Spent = run.AddSpend(rr.run.Spent, run.SpendOf(rr.events[i].Payload))
+		}
 	}
 	s.runs[k] = rr
-	if r.Status == run.StatusSuspended {
-		s.wake(tenantID, r.RunID, run.WakeNow)
+	if status == run.StatusSuspended {
+		s.wake(tenantID, r.RunID, 0, true)
 	}
-	return cloneRun(r), nil
+	return cloneRun(rr.run), nil
 }
 
-// DeleteTerminalBefore deletes old terminal runs with their events,
-// checkpoints, operations and approvals, across tenants, oldest first, at
-// most limit per call; see run.Store.
+// DeleteTerminalBefore deletes runs finished before cutoff with their
+// events, checkpoints, wake-ups, operations and approvals, across tenants,
+// oldest first, at most limit per call; see run.Store. The store's one
+// mutex makes it the only sweep at a time.
 func (s *Store) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -425,11 +502,13 @@ func (s *Store) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limi
 	defer s.mu.Unlock()
 	var old []*runRow
 	for _, rr := range s.runs {
-		if rr.run.Status.Terminal() && rr.run.UpdatedAt.UnixMicro() < cut {
+		if rr.finished != 0 && rr.finished < cut {
 			old = append(old, rr)
 		}
 	}
-	slices.SortFunc(old, func(a, b *runRow) int { return a.run.UpdatedAt.Compare(b.run.UpdatedAt) })
+	slices.SortFunc(old, func(a, b *runRow) int {
+		return cmp.Or(cmp.Compare(a.finished, b.finished), cmp.Compare(a.run.TenantID, b.run.TenantID), cmp.Compare(a.run.RunID, b.run.RunID))
+	})
 	old = old[:min(limit, len(old))]
 	for _, rr := range old {
 		tn, id := rr.run.TenantID, rr.run.RunID

@@ -214,7 +214,7 @@ func (s *Store) Messages(ctx context.Context, tenantID, sessionID, userID string
 	}
 	var match []session.Message
 	for _, m := range row.messages {
-		if m.Seq > q.AfterSeq && m.CreatedAt.UnixMicro() > since {
+		if m.Seq > q.AfterSeq && (q.BeforeSeq <= 0 || m.Seq < q.BeforeSeq) && m.CreatedAt.UnixMicro() > since {
 			match = append(match, m)
 		}
 	}
@@ -272,8 +272,9 @@ func (s *Store) Delete(ctx context.Context, tenantID, sessionID, userID string) 
 	return out, nil
 }
 
-// ListByUser implements session.Store: live sessions, most recently active first.
-func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, limit int) ([]session.Session, error) {
+// ListByUser implements session.Store: a page of live sessions, most
+// recently active first, without state or summary.
+func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, q session.ListQuery) ([]session.Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -282,22 +283,30 @@ func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, limit i
 	now := s.nowMicros()
 	var rows []*sessionRow
 	for k, row := range s.sessions {
-		if k.tenant == tenantID && row.live(userID, now) {
-			rows = append(rows, row)
+		if k.tenant != tenantID || !row.live(userID, now) {
+			continue
 		}
+		if q.AfterSessionID != "" {
+			at, after := row.s.LastActivityAt.UnixMicro(), q.AfterActivity.UnixMicro()
+			if at > after || (at == after && row.s.SessionID <= q.AfterSessionID) {
+				continue
+			}
+		}
+		rows = append(rows, row)
 	}
 	slices.SortFunc(rows, func(a, b *sessionRow) int {
 		return cmp.Or(b.s.LastActivityAt.Compare(a.s.LastActivityAt), cmp.Compare(a.s.SessionID, b.s.SessionID))
 	})
-	if limit >= 0 && len(rows) > limit {
-		rows = rows[:limit]
+	if q.Limit >= 0 && len(rows) > q.Limit {
+		rows = rows[:q.Limit]
 	}
 	var out []session.Session
 	for _, row := range rows {
-		v, err := row.view()
-		if err != nil {
-			return nil, err
-		}
+		// A list item is the record only: no state, no summary.
+		v := row.s
+		v.State = nil
+		v.TTL = time.Duration(row.ttlMS) * time.Millisecond
+		v.ExpiresAt = fromMicros(row.expires)
 		out = append(out, v)
 	}
 	return out, nil

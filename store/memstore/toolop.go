@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -57,15 +56,31 @@ func (s *Store) GetOperation(ctx context.Context, tenantID, operationID string) 
 	return cloneOp(op), nil
 }
 
-// ListOperations returns a run's operations by (created_at, operation_id); see toolop.Store.
-func (s *Store) ListOperations(ctx context.Context, tenantID, runID string) ([]toolop.Operation, error) {
+// afterPage reports whether (created, id) is after the page's keyset position.
+func afterPage(p toolop.Page, created time.Time, id string) bool {
+	if p.AfterID == "" {
+		return true
+	}
+	return cmp.Or(cmp.Compare(created.UnixMicro(), p.AfterCreatedAt.UnixMicro()), cmp.Compare(id, p.AfterID)) > 0
+}
+
+// limitPage cuts a sorted list to the page's limit (0: all).
+func limitPage[T any](p toolop.Page, items []T) []T {
+	if p.Limit > 0 && len(items) > p.Limit {
+		return items[:p.Limit]
+	}
+	return items
+}
+
+// ListOperations returns a page of a run's operations by (created_at, operation_id); see toolop.Store.
+func (s *Store) ListOperations(ctx context.Context, tenantID, runID string, p toolop.Page) ([]toolop.Operation, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	var out []toolop.Operation
 	for k, op := range s.ops {
-		if k.tenant == tenantID && op.RunID == runID {
+		if k.tenant == tenantID && op.RunID == runID && afterPage(p, op.CreatedAt, op.OperationID) {
 			out = append(out, cloneOp(op))
 		}
 	}
@@ -73,7 +88,7 @@ func (s *Store) ListOperations(ctx context.Context, tenantID, runID string) ([]t
 	slices.SortFunc(out, func(a, b toolop.Operation) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.OperationID, b.OperationID))
 	})
-	return out, nil
+	return limitPage(p, out), nil
 }
 
 // TransitionOperation changes the status if the current one is in t.From; see toolop.Store.
@@ -94,9 +109,7 @@ func (s *Store) TransitionOperation(ctx context.Context, tenantID, operationID s
 	if !slices.Contains(t.From, op.Status) {
 		return toolop.Operation{}, fmt.Errorf("%w: operation %s is %s, cannot become %s", toolop.ErrInvalidTransition, operationID, op.Status, t.To)
 	}
-	if op.Status != t.To && !t.To.InDoubt() {
-		s.wake(tenantID, op.RunID, run.WakeNow)
-	}
+	old := op.Status
 	op.Status = t.To
 	if t.CountAttempt {
 		op.Attempts++
@@ -112,6 +125,10 @@ func (s *Store) TransitionOperation(ctx context.Context, tenantID, operationID s
 		op.Resolution = t.Resolution
 	}
 	op.UpdatedAt = micro(t.At)
+	if t.To != old && !t.To.InDoubt() {
+		// It settled: a run waiting for it may go on.
+		s.wake(tenantID, op.RunID, 0, false)
+	}
 	s.ops[k] = op
 	return cloneOp(op), nil
 }
@@ -136,7 +153,7 @@ func (s *Store) CreateApproval(ctx context.Context, a toolop.Approval) (toolop.A
 		row.Summary = cloneJSON(a.Summary)
 	}
 	s.approvals[k] = row
-	s.wake(row.TenantID, row.RunID, row.ExpiresAt)
+	s.wake(row.TenantID, row.RunID, row.ExpiresAt.UnixMicro(), false)
 	return cloneApproval(row), true, nil
 }
 
@@ -154,15 +171,15 @@ func (s *Store) GetApproval(ctx context.Context, tenantID, approvalID string) (t
 	return cloneApproval(a), nil
 }
 
-// ListApprovals returns a run's approvals by (created_at, approval_id); see toolop.Store.
-func (s *Store) ListApprovals(ctx context.Context, tenantID, runID string) ([]toolop.Approval, error) {
+// ListApprovals returns a page of a run's approvals by (created_at, approval_id); see toolop.Store.
+func (s *Store) ListApprovals(ctx context.Context, tenantID, runID string, p toolop.Page) ([]toolop.Approval, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	var out []toolop.Approval
 	for k, a := range s.approvals {
-		if k.tenant == tenantID && a.RunID == runID {
+		if k.tenant == tenantID && a.RunID == runID && afterPage(p, a.CreatedAt, a.ApprovalID) {
 			out = append(out, cloneApproval(a))
 		}
 	}
@@ -170,7 +187,7 @@ func (s *Store) ListApprovals(ctx context.Context, tenantID, runID string) ([]to
 	slices.SortFunc(out, func(a, b toolop.Approval) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ApprovalID, b.ApprovalID))
 	})
-	return out, nil
+	return limitPage(p, out), nil
 }
 
 // DecideApproval records a decision on a pending, unexpired approval; see toolop.Store.
@@ -198,6 +215,6 @@ func (s *Store) DecideApproval(ctx context.Context, tenantID, approvalID string,
 	}
 	a.DecidedBy, a.Reason, a.DecidedAt = d.By, d.Reason, &at
 	s.approvals[k] = a
-	s.wake(tenantID, a.RunID, run.WakeNow)
+	s.wake(tenantID, a.RunID, 0, false)
 	return cloneApproval(a), nil
 }

@@ -26,6 +26,10 @@ const migrationLockKey int32 = 0x4d454d4f // "MEMO"
 // flush only if they run on connections of their own.
 const DefaultMaxConns = 16
 
+// DefaultStatementTimeout is the statement_timeout of the pool's
+// connections unless the connection URL sets one.
+const DefaultStatementTimeout = "30s"
+
 // DB is a PostgreSQL-backed store. It is safe for concurrent use.
 type DB struct {
 	pool      *pgxpool.Pool
@@ -36,7 +40,8 @@ type DB struct {
 // not applied yet. Parameters that pgx does not know (such as search_path)
 // are sent to the server as runtime parameters of every pooled connection;
 // tables are created unqualified, so they land in the first schema of the
-// search path.
+// search path. Every connection gets statement_timeout
+// DefaultStatementTimeout unless the URL sets one.
 func Open(ctx context.Context, connString string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
@@ -44,6 +49,12 @@ func Open(ctx context.Context, connString string) (*DB, error) {
 	}
 	if !strings.Contains(connString, "pool_max_conns") && cfg.MaxConns < DefaultMaxConns {
 		cfg.MaxConns = DefaultMaxConns
+	}
+	// A stuck statement must not hold a pooled connection for ever; the
+	// URL may set its own (statement_timeout=5s, or options=-c statement_timeout=5s).
+	rp := cfg.ConnConfig.RuntimeParams
+	if _, ok := rp["statement_timeout"]; !ok && !strings.Contains(rp["options"], "statement_timeout") {
+		rp["statement_timeout"] = DefaultStatementTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -393,7 +393,7 @@ func TestForkCheckpointsAndIdempotency(t *testing.T) {
 	if _, err := s.GetCheckpoint(ctx, "t1", "r1", "none"); !errors.Is(err, run.ErrCheckpointNotFound) {
 		t.Errorf("missing label: %v", err)
 	}
-	if cps, err := s.ListCheckpoints(ctx, "t1", "r1"); err != nil || len(cps) != 1 || cps[0].Label != "mid" {
+	if cps, err := s.ListCheckpoints(ctx, "t1", "r1", 0, "", 0); err != nil || len(cps) != 1 || cps[0].Label != "mid" {
 		t.Errorf("list checkpoints: %+v %v", cps, err)
 	}
 
