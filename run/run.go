@@ -171,7 +171,7 @@ type Wakeup struct {
 // RecoveryQuery selects a page of Store.ListRecoverable.
 type RecoveryQuery struct {
 	// Now is the clock timed wake-ups are due by: the clock the operation
-	// ledger sets approval expiries with.
+	// ledger sets approval expiries with (zero: the current time).
 	Now time.Time
 	// ControlKey names the state member returned as Recoverable.Control.
 	ControlKey string
