@@ -190,6 +190,10 @@ func TestUnreachableDatabaseIs503(t *testing.T) {
 	p.close()
 	expectRetryable(t, e, e.do(t, "GET", "/v1/runs/u1", nil, nil), 503, "unavailable")
 	expectRetryable(t, e, e.do(t, "GET", "/v1/runs", nil, nil), 503, "unavailable")
+	ready := expectRetryable(t, e, e.do(t, "GET", "/readyz", nil, nil), 503, "not-ready")
+	if strings.Contains(strings.ToLower(ready.Detail), "postgres") {
+		t.Errorf("readyz names the backend: %s", ready.Detail)
+	}
 	_, err := e.c.GetRun(context.Background(), "u1")
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Kind() != "unavailable" || ce.RetryAfter != time.Second || ce.RequestID == "" {
