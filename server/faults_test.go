@@ -311,3 +311,34 @@ func TestHungDatabaseHitsTheDeadline(t *testing.T) {
 		t.Fatalf("the timed-out commit was applied: %+v", got)
 	}
 }
+
+// TestUnreachableRedisIs503: sessions on a Redis that is cut off answer
+// 503 unavailable with Retry-After, not 500.
+func TestUnreachableRedisIs503(t *testing.T) {
+	rdb, redisURL := storetest.RedisClient(t)
+	tenant := storetest.RandomID("t-")
+	storetest.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPGProxy(t, u.Host) // a plain TCP proxy; nothing in it is PostgreSQL's
+	u.Host = p.ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	const key = "redis-fault-key-0123456789"
+	e := serveEngine(t, eng, key+"="+tenant+":writer", key)
+	h := map[string]string{"Authorization": "Bearer " + key}
+	if res := e.do(t, "PUT", "/v1/sessions/s1", `{"user_id":"u1","state":{"a":1}}`, h); res.status != 201 {
+		t.Fatalf("put: %d %s", res.status, res.body)
+	}
+	p.close()
+	expectRetryable(t, e, e.do(t, "GET", "/v1/sessions/s1?user_id=u1", nil, h), 503, "unavailable")
+	expectRetryable(t, e, e.do(t, "POST", "/v1/sessions/s1/messages?user_id=u1", `{"messages":[{"role":"user","content":"hi"}]}`, h), 503, "unavailable")
+	expectRetryable(t, e, e.do(t, "GET", "/v1/sessions?user_id=u1", nil, h), 503, "unavailable")
+}
