@@ -193,11 +193,34 @@ func (c *Client) CreateCheckpoint(ctx context.Context, runID, label string, revi
 
 // Checkpoints lists the run's checkpoints.
 func (c *Client) Checkpoints(ctx context.Context, runID string) ([]run.Checkpoint, error) {
-	var p Page[run.Checkpoint]
-	if _, err := c.do(ctx, request{method: http.MethodGet, path: runPath(runID, "checkpoints")}, &p); err != nil {
-		return nil, err
+	var all []run.Checkpoint
+	cursor := ""
+	for {
+		p, err := c.ListCheckpoints(ctx, runID, cursor, run.MaxListLimit)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p.Items...)
+		if p.NextCursor == "" {
+			return all, nil
+		}
+		cursor = p.NextCursor
 	}
-	return p.Items, nil
+}
+
+// ListCheckpoints returns one page of a run's checkpoints, by revision then
+// label, from cursor ("" for the first page); limit 0 is the server's default.
+func (c *Client) ListCheckpoints(ctx context.Context, runID, cursor string, limit int) (Page[run.Checkpoint], error) {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var p Page[run.Checkpoint]
+	_, err := c.do(ctx, request{method: http.MethodGet, path: runPath(runID, "checkpoints"), query: q}, &p)
+	return p, err
 }
 
 // Fork creates a new run from a past revision or checkpoint of runID.

@@ -88,12 +88,19 @@ type Request struct {
 	LeaseTTL time.Duration
 	// ExpectedRevision, when non-zero, must equal the run's revision once the lease is held.
 	ExpectedRevision int64
+	// SuspendOnRefusal makes a refusal after the lease was taken suspend the
+	// run with the failed check as its reason (a resume.refused event). The
+	// workflow engine asks for it: its recovery loop then waits for what the
+	// check needs. Without it (the HTTP API) a refusal changes nothing: the
+	// lease is released and the run is as it was.
+	SuspendOnRefusal bool
 }
 
 // Resume verifies the run and, if every check passes, leaves it running under
 // the caller's lease (a resume.verified event records the checks). A failure
-// after the lease was taken suspends the run with a reason naming the check
-// (a resume.refused event), releases the lease and returns ErrRefused. A lease
+// after the lease was taken releases the lease and returns ErrRefused, the
+// Result naming the check and carrying every check that ran; the run is left
+// as it was unless req.SuspendOnRefusal asks to suspend it. A lease
 // held by another owner or a revision mismatch changes nothing and returns
 // run.ErrLeaseHeld or run.ErrRevisionConflict.
 func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
@@ -202,15 +209,17 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 		add(CheckToolContracts, Passed, "%d tool contracts match", len(ctl.Tools))
 	}
 
-	// 4. Event-sequence continuity and the state against the last snapshot.
-	recomputed, detail, err := v.checkEvents(ctx, r)
+	// 4. Event-sequence continuity (the hash chain, from where the last
+	// resume verified it) and the state against the last event.
+	recomputed, detail, verified, err := v.checkEvents(ctx, r)
 	if err != nil {
 		return res, v.abandon(ctx, req, l, err)
 	}
 	if detail != "" {
 		return refuse(CheckEvents, "%s", detail)
 	}
-	add(CheckEvents, Passed, "events 1..%d contiguous, state matches the last snapshot", r.StateRevision)
+	add(CheckEvents, Passed, "%s", verified)
+	verifiedSeq := r.StateRevision
 
 	// 5. Operations in doubt are reconciled before anything else happens.
 	ops, err := v.Ops.List(ctx, req.TenantID, req.RunID)
@@ -252,12 +261,12 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 	}
 	add(CheckApprovals, Passed, "%d approvals in force", checked)
 
-	// 7. Budgets, recomputed from the log.
+	// 7. Budgets, against the running totals.
 	if !hasCtl {
 		add(CheckBudgets, Skipped, "run keeps no budget")
 	} else {
 		if recomputed != ctl.Spent {
-			return refuse(CheckBudgets, "spend in state %+v differs from the log %+v", ctl.Spent, recomputed)
+			return refuse(CheckBudgets, "spend in state %+v differs from the log's totals %+v", ctl.Spent, recomputed)
 		}
 		if ex := ctl.Budget.Exhausted(recomputed); ex != "" {
 			return refuse(CheckBudgets, "budget exhausted: %s", ex)
@@ -280,7 +289,7 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 	nr, _, err := v.Runs.Commit(ctx, req.TenantID, req.RunID, run.CommitRequest{
 		ExpectedRevision: r.StateRevision, Lease: l, Status: run.StatusRunning,
 		Event: run.EventInput{EventType: EventVerified, Payload: payload},
-		State: r.State, NextStep: r.NextStep,
+		State: r.State, NextStep: r.NextStep, VerifiedSeq: verifiedSeq,
 	})
 	if err != nil {
 		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: record verification: %w", req.RunID, err))
@@ -289,12 +298,21 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 	return res, nil
 }
 
-// refuse suspends the run with the failed check as its reason and releases the lease.
+// refuse releases the lease and, if the request asks for it, first suspends
+// the run with the failed check as its reason.
 func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Run, l run.Lease, name, detail string) (Result, error) {
 	res.Refused, res.FailedCheck = true, name
 	res.Reason = fmt.Sprintf("resume refused: %s: %s", name, detail)
 	if len(res.Reason) > 4000 {
 		res.Reason = res.Reason[:4000]
+	}
+	if !req.SuspendOnRefusal {
+		res.Run = r
+		res.Lease = run.Lease{}
+		if err := v.Runs.ReleaseLease(context.WithoutCancel(ctx), req.TenantID, req.RunID, l); err != nil && !errors.Is(err, run.ErrLeaseLost) {
+			return res, fmt.Errorf("resume run %s: release lease: %w", req.RunID, err)
+		}
+		return res, fmt.Errorf("run %s: %w: %s", req.RunID, ErrRefused, res.Reason)
 	}
 	payload, _ := json.Marshal(map[string]any{"failed_check": name, "detail": detail, "checks": res.Checks})
 	nr, _, err := v.Runs.Commit(ctx, req.TenantID, req.RunID, run.CommitRequest{
@@ -319,21 +337,84 @@ func (v *Verifier) abandon(ctx context.Context, req Request, l run.Lease, err er
 	return err
 }
 
-// checkEvents reads the whole log: seqs must run 1..revision without a gap,
-// and the last event's snapshot must equal the materialized run. It also sums
-// the spend recorded in event payloads (key "spend").
-func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (toolop.Spend, string, error) {
+// checkEvents verifies the part of the log no resume verified before: from
+// the run's VerifiedSeq, seqs must follow without a gap up to the revision,
+// each event must match the hash chain (run.CheckChain), the run's chain
+// head must be the last event's, and the last event's state must equal the
+// materialized run. Spend comes from the run's running totals; a run from
+// before totals were kept has its log summed (key "spend" of the payloads).
+func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (toolop.Spend, string, string, error) {
+	var total toolop.Spend
+	st := v.Runs.Store()
+	from := r.VerifiedSeq
+	if from < 0 || from > r.StateRevision {
+		return total, fmt.Sprintf("verified through seq %d, beyond the revision %d", from, r.StateRevision), "", nil
+	}
+	prev, after := "", from
+	if from > 0 {
+		evs, err := st.ListEvents(ctx, r.TenantID, r.RunID, from-1, 1)
+		if err != nil {
+			return total, "", "", fmt.Errorf("resume run %s: read events: %w", r.RunID, err)
+		}
+		if len(evs) == 0 || evs[0].Seq != from {
+			return total, fmt.Sprintf("event %d, verified before, is missing", from), "", nil
+		}
+		prev = evs[0].Chain
+	}
+	for {
+		evs, err := st.ListEvents(ctx, r.TenantID, r.RunID, after, run.MaxListLimit)
+		if err != nil {
+			return total, "", "", fmt.Errorf("resume run %s: read events: %w", r.RunID, err)
+		}
+		if prev, after, err = run.CheckChain(prev, after, evs); err != nil {
+			return total, err.Error(), "", nil
+		}
+		if len(evs) < run.MaxListLimit {
+			break
+		}
+	}
+	if after != r.StateRevision {
+		return total, fmt.Sprintf("the log ends at seq %d, the run is at revision %d", after, r.StateRevision), "", nil
+	}
+	if prev != r.Chain {
+		return total, fmt.Sprintf("the run's chain head differs from that of event %d", after), "", nil
+	}
+	last, err := st.GetEvent(ctx, r.TenantID, r.RunID, after)
+	if err != nil {
+		return total, "", "", fmt.Errorf("resume run %s: read event %d: %w", r.RunID, after, err)
+	}
+	if d1, d2 := run.Digest(last.State), run.Digest(r.State); d1 != d2 {
+		return total, fmt.Sprintf("materialized state %s differs from the snapshot of event %d (%s)", d2, after, d1), "", nil
+	}
+	if last.NextStep != r.NextStep {
+		return total, fmt.Sprintf("next step %q differs from the snapshot of event %d (%q)", r.NextStep, after, last.NextStep), "", nil
+	}
+	if last.StateSchemaVersion != 0 && last.StateSchemaVersion != r.StateSchemaVersion {
+		return total, fmt.Sprintf("schema v%d differs from the snapshot of event %d (v%d)", r.StateSchemaVersion, after, last.StateSchemaVersion), "", nil
+	}
+	verified := fmt.Sprintf("events %d..%d follow the hash chain (1..%d verified before), state matches the last event", from+1, after, from)
+	if r.Spent != nil {
+		b, _ := json.Marshal(r.Spent)
+		if err := json.Unmarshal(b, &total); err != nil {
+			return total, fmt.Sprintf("spend totals unreadable: %v", err), "", nil
+		}
+		return total, "", verified, nil
+	}
+	total, err = v.sumSpend(ctx, r)
+	return total, "", verified, err
+}
+
+// sumSpend adds up the spend of every event payload, for a run from before
+// running totals were kept.
+func (v *Verifier) sumSpend(ctx context.Context, r run.Run) (toolop.Spend, error) {
 	var total toolop.Spend
 	var after int64
 	for {
 		evs, err := v.Runs.Store().ListEvents(ctx, r.TenantID, r.RunID, after, run.MaxListLimit)
 		if err != nil {
-			return total, "", fmt.Errorf("resume run %s: read events: %w", r.RunID, err)
+			return total, fmt.Errorf("resume run %s: read events: %w", r.RunID, err)
 		}
 		for _, ev := range evs {
-			if ev.Seq != after+1 {
-				return total, fmt.Sprintf("gap in the event log: seq %d follows %d", ev.Seq, after), nil
-			}
 			after = ev.Seq
 			var p struct {
 				Spend *toolop.Spend `json:"spend"`
@@ -343,24 +424,7 @@ func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (toolop.Spend, st
 			}
 		}
 		if len(evs) < run.MaxListLimit {
-			break
+			return total, nil
 		}
 	}
-	if after != r.StateRevision {
-		return total, fmt.Sprintf("the log ends at seq %d, the run is at revision %d", after, r.StateRevision), nil
-	}
-	last, err := v.Runs.Store().GetEvent(ctx, r.TenantID, r.RunID, after)
-	if err != nil {
-		return total, "", fmt.Errorf("resume run %s: read event %d: %w", r.RunID, after, err)
-	}
-	if d1, d2 := run.Digest(last.State), run.Digest(r.State); d1 != d2 {
-		return total, fmt.Sprintf("materialized state %s differs from the snapshot of event %d (%s)", d2, after, d1), nil
-	}
-	if last.NextStep != r.NextStep {
-		return total, fmt.Sprintf("next step %q differs from the snapshot of event %d (%q)", r.NextStep, after, last.NextStep), nil
-	}
-	if last.StateSchemaVersion != 0 && last.StateSchemaVersion != r.StateSchemaVersion {
-		return total, fmt.Sprintf("schema v%d differs from the snapshot of event %d (v%d)", r.StateSchemaVersion, after, last.StateSchemaVersion), nil
-	}
-	return total, "", nil
 }

@@ -5,32 +5,66 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/faultstore"
+	"github.com/mementohq/memento/store/memstore"
+	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
+	"github.com/mementohq/memento/storetest"
 	"github.com/mementohq/memento/toolop"
 )
 
 type fixture struct {
-	db   *sqlite.DB
+	db   *divergent
 	runs *run.Service
 	ops  *toolop.Service
 	v    *resume.Verifier
 }
 
-func setup(t *testing.T) fixture {
-	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memento.db"))
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	f := fixture{db: db, runs: run.NewService(db, run.Options{}), ops: toolop.NewService(db, nil)}
+func setup(t *testing.T) fixture { return setupFaults(t, faultstore.New(1)) }
+
+// setupFaults is setup with the stores behind the injector's rules.
+func setupFaults(t *testing.T, in *faultstore.Injector) fixture {
+	mem := memstore.New()
+	db := &divergent{Store: mem}
+	f := fixture{db: db, runs: run.NewService(in.Runs(db), run.Options{}), ops: toolop.NewService(in.Ops(mem), nil)}
 	f.v = &resume.Verifier{Runs: f.runs, Ops: f.ops}
 	return f
+}
+
+// divergent is a run store that can be told to answer a run's state as
+// something other than what its log's last snapshot holds: the damage a
+// hand edit or a torn write would leave behind.
+type divergent struct {
+	*memstore.Store
+	mu    sync.Mutex
+	state map[string]json.RawMessage
+}
+
+func (d *divergent) set(runID string, state json.RawMessage) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state == nil {
+		d.state = map[string]json.RawMessage{}
+	}
+	d.state[runID] = state
+}
+
+func (d *divergent) GetRun(ctx context.Context, tenantID, runID string) (run.Run, error) {
+	r, err := d.Store.GetRun(ctx, tenantID, runID)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s, ok := d.state[runID]; ok && err == nil {
+		r.State = s
+	}
+	return r, err
 }
 
 // newRun makes a run with one committed step and a control object, leaves it
@@ -63,15 +97,41 @@ func (f fixture) resume(id string) (resume.Result, error) {
 	return f.v.Resume(context.Background(), resume.Request{TenantID: "t1", RunID: id, Owner: "w1", LeaseTTL: time.Minute})
 }
 
+// expectRefused resumes id and wants a refusal by check that changes nothing
+// but the lease it took and gave back.
 func expectRefused(t *testing.T, f fixture, id, check, detail string) {
 	t.Helper()
+	ctx := context.Background()
+	before, err := f.runs.Get(ctx, "t1", id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, err := f.resume(id)
 	if !errors.Is(err, resume.ErrRefused) || res.FailedCheck != check || !strings.Contains(res.Reason, detail) {
 		t.Fatalf("resume %s: err %v, failed %q, reason %q; want %s refusing with %q", id, err, res.FailedCheck, res.Reason, check, detail)
 	}
-	r, _ := f.runs.Get(context.Background(), "t1", id)
-	if r.Status != run.StatusSuspended || r.StatusReason != res.Reason || r.LeaseOwner != "" {
-		t.Fatalf("after refusal: %s %q lease %q", r.Status, r.StatusReason, r.LeaseOwner)
+	if last := res.Checks[len(res.Checks)-1]; last.Name != check || last.Status != resume.Failed {
+		t.Fatalf("checks end with %+v, want %s failed", last, check)
+	}
+	r, _ := f.runs.Get(ctx, "t1", id)
+	if r.Status != before.Status || r.StatusReason != before.StatusReason || r.StateRevision != before.StateRevision ||
+		run.Digest(r.State) != run.Digest(before.State) || r.LeaseOwner != "" {
+		t.Fatalf("a refused resume changed the run: before %s %q rev %d, after %s %q rev %d lease %q",
+			before.Status, before.StatusReason, before.StateRevision, r.Status, r.StatusReason, r.StateRevision, r.LeaseOwner)
+	}
+}
+
+// The workflow engine asks a refusal to suspend the run with the reason.
+func TestResumeSuspendOnRefusal(t *testing.T) {
+	f := setup(t)
+	before := f.newRun(t, "susp", toolop.Control{Artifacts: []toolop.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
+	res, err := f.v.Resume(context.Background(), resume.Request{TenantID: "t1", RunID: "susp", Owner: "w1", LeaseTTL: time.Minute, SuspendOnRefusal: true})
+	if !errors.Is(err, resume.ErrRefused) || res.FailedCheck != resume.CheckArtifacts {
+		t.Fatalf("resume: %v %q", err, res.FailedCheck)
+	}
+	r, _ := f.runs.Get(context.Background(), "t1", "susp")
+	if r.Status != run.StatusSuspended || r.StatusReason != res.Reason || r.LeaseOwner != "" || r.StateRevision != before.StateRevision+1 {
+		t.Fatalf("after refusal: %s %q lease %q rev %d", r.Status, r.StatusReason, r.LeaseOwner, r.StateRevision)
 	}
 }
 
@@ -116,9 +176,7 @@ func TestResumeRevisionCheck(t *testing.T) {
 func TestResumeRefusesDivergedState(t *testing.T) {
 	f := setup(t)
 	f.newRun(t, "div", toolop.Control{})
-	if _, err := f.db.SQL().Exec(`UPDATE runs SET state = '{"a":2}' WHERE tenant_id = 't1' AND run_id = 'div'`); err != nil {
-		t.Fatal(err)
-	}
+	f.db.set("div", json.RawMessage(`{"a":2}`))
 	expectRefused(t, f, "div", resume.CheckEvents, "differs from the snapshot")
 }
 
@@ -151,4 +209,142 @@ func TestResumeRefusesArtifactsAndContracts(t *testing.T) {
 	f.v.Workflows = func(name, version string) (bool, error) { return true, errors.New("this code runs v2") }
 	f.newRun(t, "wfv", toolop.Control{})
 	expectRefused(t, f, "wfv", resume.CheckWorkflow, "this code runs v2")
+}
+
+// backends gives the verifier over each SQL store, with a way to change
+// rows behind the store's back.
+func backends(t *testing.T) map[string]struct {
+	v    *resume.Verifier
+	exec func(q string) error
+} {
+	out := map[string]struct {
+		v    *resume.Verifier
+		exec func(q string) error
+	}{}
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memento.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	out["sqlite"] = struct {
+		v    *resume.Verifier
+		exec func(q string) error
+	}{&resume.Verifier{Runs: run.NewService(db, run.Options{}), Ops: toolop.NewService(db, nil)},
+		func(q string) error { _, err := db.SQL().Exec(q); return err }}
+	pg, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(pg.Close)
+	out["postgres"] = struct {
+		v    *resume.Verifier
+		exec func(q string) error
+	}{&resume.Verifier{Runs: run.NewService(pg, run.Options{}), Ops: toolop.NewService(pg, nil)},
+		func(q string) error { _, err := pg.Pool().Exec(context.Background(), q); return err }}
+	return out
+}
+
+// commitSteps commits n steps to a fresh run, each spending one step and
+// changing one small field of a state that also carries a large one.
+func commitSteps(t *testing.T, runs *run.Service, id string, n int) run.Run {
+	t.Helper()
+	ctx := context.Background()
+	ctl := toolop.Control{Budget: toolop.Budget{MaxSteps: 1000}}
+	state, _ := toolop.WriteControl(json.RawMessage(`{"i":0,"blob":"`+strings.Repeat("x", 4096)+`"}`), ctl)
+	r, _, err := runs.Create(ctx, "t1", run.CreateRequest{RunID: id, WorkflowName: "wf", State: state}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := runs.AcquireLease(ctx, "t1", id, "w0", 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		ctl.Spent.Steps++
+		state, _ = toolop.WriteControl(json.RawMessage(`{"i":`+strconv.Itoa(i)+`,"blob":"`+strings.Repeat("x", 4096)+`"}`), ctl)
+		r, _, err = runs.Commit(ctx, "t1", id, run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: state,
+			NextStep: "s" + strconv.Itoa(i+1), Event: run.EventInput{EventType: "step.completed", StepID: "s" + strconv.Itoa(i),
+				Payload: json.RawMessage(`{"spend":{"steps":1}}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := runs.ReleaseLease(ctx, "t1", id, l); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Resume verifies only what no resume verified before, and still finds an
+// event row altered behind the store's back in that part.
+func TestResumeChainIncremental(t *testing.T) {
+	for name, b := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			runs := b.v.Runs
+			resumeOK := func(id string) resume.Result {
+				t.Helper()
+				res, err := b.v.Resume(ctx, resume.Request{TenantID: "t1", RunID: id, Owner: "w1", LeaseTTL: time.Minute})
+				if err != nil {
+					t.Fatalf("resume %s: %v (%+v)", id, err, res.Checks)
+				}
+				if err := runs.ReleaseLease(ctx, "t1", id, res.Lease); err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			refused := func(id, detail string) {
+				t.Helper()
+				before, _ := runs.Get(ctx, "t1", id)
+				res, err := b.v.Resume(ctx, resume.Request{TenantID: "t1", RunID: id, Owner: "w1", LeaseTTL: time.Minute})
+				if !errors.Is(err, resume.ErrRefused) || res.FailedCheck != resume.CheckEvents || !strings.Contains(res.Reason, detail) {
+					t.Fatalf("resume %s: err %v, failed %q, reason %q; want event_sequence with %q", id, err, res.FailedCheck, res.Reason, detail)
+				}
+				after, _ := runs.Get(ctx, "t1", id)
+				if after.StateRevision != before.StateRevision || after.Status != before.Status || after.LeaseOwner != "" {
+					t.Fatalf("refusal changed the run: %+v", after)
+				}
+			}
+
+			r := commitSteps(t, runs, "chain", 70)
+			res := resumeOK("chain")
+			if d := res.Checks[6].Detail; !strings.Contains(d, "events 1..71") {
+				t.Fatalf("first resume verified %q, want events 1..71", d)
+			}
+			got, _ := runs.Get(ctx, "t1", "chain")
+			if got.VerifiedSeq != r.StateRevision || got.StateRevision != r.StateRevision+1 {
+				t.Fatalf("after resume: verified %d revision %d, want %d and %d", got.VerifiedSeq, got.StateRevision, r.StateRevision, r.StateRevision+1)
+			}
+			if got.Spent["steps"] != 70 || !strings.Contains(res.Checks[9].Detail, "remaining steps 930") {
+				t.Fatalf("totals %v, budget check %q", got.Spent, res.Checks[9].Detail)
+			}
+			// The second resume reads only the event after the verified one:
+			// an old row altered since is not re-read (it was verified)...
+			if err := b.exec(`UPDATE run_events SET step_id = 'forged' WHERE tenant_id = 't1' AND run_id = 'chain' AND seq = 10`); err != nil {
+				t.Fatal(err)
+			}
+			res = resumeOK("chain")
+			if d := res.Checks[6].Detail; !strings.Contains(d, "events 72..72") {
+				t.Fatalf("second resume verified %q, want only event 72", d)
+			}
+
+			// ...while a row altered in the part not yet verified is found.
+			commitSteps(t, runs, "tamper", 40)
+			if err := b.exec(`UPDATE run_events SET payload = '{"spend":{"steps":0}}' WHERE tenant_id = 't1' AND run_id = 'tamper' AND seq = 20`); err != nil {
+				t.Fatal(err)
+			}
+			refused("tamper", "event 20 does not match the hash chain")
+			// A state delta altered, and a gap, likewise.
+			commitSteps(t, runs, "delta", 40)
+			if err := b.exec(`UPDATE run_events SET delta = '{"s":{"i":999},"d":[]}' WHERE tenant_id = 't1' AND run_id = 'delta' AND seq = 35`); err != nil {
+				t.Fatal(err)
+			}
+			refused("delta", "event 35 does not match the hash chain")
+			commitSteps(t, runs, "gap", 10)
+			if err := b.exec(`DELETE FROM run_events WHERE tenant_id = 't1' AND run_id = 'gap' AND seq = 5`); err != nil {
+				t.Fatal(err)
+			}
+			refused("gap", "seq 6 follows 4")
+		})
+	}
 }

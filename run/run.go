@@ -37,10 +37,18 @@ type Run struct {
 	ParentRevision     int64           `json:"parent_revision,omitempty"`
 	CreatedAt          time.Time       `json:"created_at"`
 	UpdatedAt          time.Time       `json:"updated_at"`
+	// Chain is the hash chain value of the last event (see ChainNext).
+	Chain string `json:"-"`
+	// VerifiedSeq is the last seq a resume verified the chain through.
+	VerifiedSeq int64 `json:"-"`
+	// Spent is the running total of the "spend" objects of the event
+	// payloads (see SpendOf); nil when unknown (runs from before totals were kept).
+	Spent map[string]int64 `json:"-"`
 }
 
 // Event is one entry of a run's append-only log. Besides what happened it
-// keeps the snapshot the commit produced, so any revision can be rebuilt exactly.
+// keeps what its commit changed (a snapshot or a delta, see doc.go), so any
+// revision can be rebuilt exactly.
 type Event struct {
 	Seq                int64           `json:"seq"`
 	EventType          string          `json:"event_type"`
@@ -52,6 +60,12 @@ type Event struct {
 	NextStep           string          `json:"-"`
 	Status             Status          `json:"-"`
 	StateSchemaVersion int             `json:"-"`
+	// Change is the event's stored change exactly as the store returns it:
+	// the whole state when Snapshot, else a delta (see ApplyDelta).
+	Change   json.RawMessage `json:"-"`
+	Snapshot bool            `json:"-"`
+	// Chain is ChainNext(chain of seq-1, this event).
+	Chain string `json:"-"`
 }
 
 // Lease is the right to commit to a run. Epoch is the fencing token: it grows
@@ -60,6 +74,10 @@ type Lease struct {
 	Owner     string    `json:"owner"`
 	Epoch     int64     `json:"epoch"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Revision is the run's state revision when AcquireLease answered, so a
+	// worker that knows the run at that revision needs no second read.
+	// Only AcquireLease sets it; it is not part of the wire format.
+	Revision int64 `json:"-"`
 }
 
 // Checkpoint labels one revision of a run.
@@ -89,6 +107,8 @@ type CommitRequest struct {
 	StatusReason     string          `json:"status_reason,omitempty"`
 	// StateSchemaVersion, when non-zero, changes the run's schema version (migrations).
 	StateSchemaVersion int `json:"state_schema_version,omitempty"`
+	// VerifiedSeq is set by the resume verifier only (never over HTTP).
+	VerifiedSeq int64 `json:"-"`
 }
 
 // StoreCommit is a validated commit as handed to a Store.
@@ -104,6 +124,10 @@ type StoreCommit struct {
 	StateSchemaVersion int
 	// FromStatuses are the statuses the run may be in for this commit to apply.
 	FromStatuses []Status
+	// Spend, when not nil, is added to the run's running totals (SpendOf the payload).
+	Spend map[string]int64
+	// VerifiedSeq, when non-zero, records that the chain was verified through that seq.
+	VerifiedSeq int64
 }
 
 // CreateRequest describes a new run.
@@ -131,6 +155,41 @@ type ListFilter struct {
 	AfterCreated time.Time
 	AfterRunID   string
 	Limit        int
+}
+
+// WakeNow is the At of an immediate wake-up: due at once, whatever the clock.
+var WakeNow = time.Unix(0, 0).UTC()
+
+// Wakeup tells that something a suspended run may wait for happened (At is
+// WakeNow) or will be due at At (an approval expiring). N counts how many
+// times it was written.
+type Wakeup struct {
+	At time.Time
+	N  int64
+}
+
+// RecoveryQuery selects a page of Store.ListRecoverable.
+type RecoveryQuery struct {
+	// Now is the clock timed wake-ups are due by: the clock the operation
+	// ledger sets approval expiries with.
+	Now time.Time
+	// ControlKey names the state member returned as Recoverable.Control.
+	ControlKey string
+	AfterRunID string
+	Limit      int
+}
+
+// Recoverable is what a recovery loop needs to know of one active run.
+type Recoverable struct {
+	TenantID       string
+	RunID          string
+	WorkflowName   string
+	Status         Status
+	LeaseExpiresAt *time.Time
+	// StatusReason, Control and Wakeups are set for suspended runs only.
+	StatusReason string
+	Control      json.RawMessage
+	Wakeups      []Wakeup
 }
 
 // Event types the engine itself writes.

@@ -323,6 +323,9 @@ func (s *Service) validateCommit(c CommitRequest) (StoreCommit, error) {
 	if c.StateSchemaVersion < 0 || c.StateSchemaVersion > math.MaxInt32 {
 		return StoreCommit{}, invalid("state_schema_version must be between 0 and %d", math.MaxInt32)
 	}
+	if c.VerifiedSeq < 0 || c.VerifiedSeq > c.ExpectedRevision {
+		return StoreCommit{}, invalid("verified seq must be between 0 and expected_revision")
+	}
 	payload := c.Event.Payload
 	if len(payload) == 0 {
 		payload = json.RawMessage(`{}`)
@@ -359,6 +362,8 @@ func (s *Service) validateCommit(c CommitRequest) (StoreCommit, error) {
 		StatusReason:       c.StatusReason,
 		StateSchemaVersion: c.StateSchemaVersion,
 		FromStatuses:       from,
+		Spend:              SpendOf(payload),
+		VerifiedSeq:        c.VerifiedSeq,
 	}, nil
 }
 
@@ -384,13 +389,54 @@ func (s *Service) Checkpoint(ctx context.Context, tenantID, runID, label string,
 	return cp, nil
 }
 
-// Checkpoints lists a run's checkpoints.
-func (s *Service) Checkpoints(ctx context.Context, tenantID, runID string) ([]Checkpoint, error) {
-	cps, err := s.store.ListCheckpoints(ctx, tenantID, runID)
+// EncodeCheckpointCursor makes an opaque cursor from a checkpoint's keyset position.
+func EncodeCheckpointCursor(cp Checkpoint) string {
+	b, _ := json.Marshal(cursor{C: cp.Revision, R: cp.Label})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeCheckpointCursor reads a cursor made by EncodeCheckpointCursor.
+func DecodeCheckpointCursor(c string) (revision int64, label string, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
+		return 0, "", invalid("malformed cursor")
 	}
-	return cps, nil
+	var cur cursor
+	if err := json.Unmarshal(b, &cur); err != nil || cur.R == "" || cur.C < 1 {
+		return 0, "", invalid("malformed cursor")
+	}
+	return cur.C, cur.R, nil
+}
+
+// Checkpoints returns a page of a run's checkpoints, by revision then label,
+// and the cursor of the next page ("" at the end).
+func (s *Service) Checkpoints(ctx context.Context, tenantID, runID, cur string, limit int) ([]Checkpoint, string, error) {
+	if limit <= 0 {
+		limit = DefaultListSize
+	}
+	if limit > MaxListLimit {
+		return nil, "", invalid("limit must be at most %d", MaxListLimit)
+	}
+	var (
+		afterRev   int64
+		afterLabel string
+	)
+	if cur != "" {
+		var err error
+		if afterRev, afterLabel, err = DecodeCheckpointCursor(cur); err != nil {
+			return nil, "", err
+		}
+	}
+	cps, err := s.store.ListCheckpoints(ctx, tenantID, runID, afterRev, afterLabel, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("list checkpoints of run %s: %w", runID, err)
+	}
+	next := ""
+	if len(cps) > limit {
+		cps = cps[:limit]
+		next = EncodeCheckpointCursor(cps[len(cps)-1])
+	}
+	return cps, next, nil
 }
 
 // ForkRequest names where a fork starts: a revision or a checkpoint label.
@@ -477,7 +523,7 @@ func (s *Service) Migrate(ctx context.Context, tenantID, runID string, l Lease) 
 	return nr, nil
 }
 
-// Retain deletes terminal runs last updated longer than maxAge ago, in
+// Retain deletes terminal runs that finished longer than maxAge ago, in
 // batches, and returns how many were deleted.
 func (s *Service) Retain(ctx context.Context, maxAge time.Duration, now time.Time) (int, error) {
 	if maxAge <= 0 {

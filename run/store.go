@@ -10,6 +10,18 @@ import (
 // of an unknown run's events or checkpoints is ErrNotFound, not empty).
 // Implementations live under store/ and must pass storetest.RunStoreSuite.
 // Times are kept to microsecond precision.
+//
+// History (see doc.go): every event carries Change, what its commit changed,
+// and Chain, the hash chain through it. A store may keep any event as a
+// snapshot (Snapshot true, Change the whole state) or as a delta against
+// the event before (Change a Delta as MakeDelta writes it); the SQL stores
+// keep a snapshot at IsSnapshotSeq seqs and deltas between. Whatever it
+// keeps, Chain of the event at seq n must equal ChainNext(Chain of n-1 (""
+// for n = 1), the event as ListEvents returns it), and the run's Chain is
+// that of its last event. A run's Spent starts as an empty map on
+// CreateRun, grows by StoreCommit.Spend on each commit (nil Spent stays
+// nil), and VerifiedSeq starts at 0 and changes only by
+// StoreCommit.VerifiedSeq.
 type Store interface {
 	// CreateRun inserts the run (its StateRevision is 1) and its first event,
 	// EventRunCreated at seq 1, atomically. With a non-empty IdempotencyKey an
@@ -25,13 +37,15 @@ type Store interface {
 	// filter's keyset position, at most f.Limit rows.
 	ListRuns(ctx context.Context, tenantID string, f ListFilter) ([]Run, error)
 
-	// ListEvents returns events with seq > afterSeq in order, at most limit.
-	// The snapshot fields (State, NextStep, Status, StateSchemaVersion) may be
-	// left empty: GetEvent is the way to read a snapshot.
+	// ListEvents returns events with seq > afterSeq in order, at most limit,
+	// with NextStep, Status, StateSchemaVersion, Change, Snapshot and Chain
+	// filled; State may be left empty: GetEvent is the way to read a state.
 	ListEvents(ctx context.Context, tenantID, runID string, afterSeq int64, limit int) ([]Event, error)
 
-	// GetEvent returns the event at seq, with its snapshot (State, NextStep,
-	// Status, StateSchemaVersion); a seq not in the log is ErrRevisionNotFound.
+	// GetEvent returns the event at seq, with the whole state at that seq
+	// (State, rebuilt from the last snapshot at or before it and the deltas
+	// since) and the fields ListEvents fills; a seq not in the log is
+	// ErrRevisionNotFound.
 	GetEvent(ctx context.Context, tenantID, runID string, seq int64) (Event, error)
 
 	// AcquireLease takes or renews the run's lease, atomically.
@@ -39,7 +53,8 @@ type Store interface {
 	//     it unexpired, extend it with the same epoch; held by another: ErrLeaseHeld.
 	//   epoch > 0: renew; only if owner and epoch match and it has not expired,
 	//     else ErrLeaseLost.
-	// A terminal run is ErrRunNotActive.
+	// A terminal run is ErrRunNotActive. The answer's Revision is the run's
+	// state revision at that moment.
 	AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (Lease, error)
 
 	// ReleaseLease frees the lease if owner and epoch match (ErrLeaseLost otherwise).
@@ -53,30 +68,77 @@ type Store interface {
 	// match and the lease has not expired, and the current status is in
 	// c.FromStatuses. Otherwise nothing changes and the error tells which check
 	// failed, in this order: ErrNotFound, ErrInvalidTransition, ErrLeaseLost,
-	// ErrRevisionConflict. It returns the run as committed and the new event.
+	// ErrRevisionConflict. It returns the run as committed and the new event
+	// (State the new state; Change, Snapshot and Chain as stored). The run's
+	// Chain becomes the new event's, its Spent grows by c.Spend, and its
+	// VerifiedSeq becomes c.VerifiedSeq when that is non-zero.
 	Commit(ctx context.Context, tenantID, runID string, c StoreCommit) (Run, Event, error)
 
 	// CreateCheckpoint labels revision (which must exist: ErrRevisionNotFound);
 	// a label is unique per run (ErrCheckpointExists).
 	CreateCheckpoint(ctx context.Context, tenantID, runID, label string, revision int64) (Checkpoint, error)
-	// ListCheckpoints orders by revision, then label.
-	ListCheckpoints(ctx context.Context, tenantID, runID string) ([]Checkpoint, error)
+	// ListCheckpoints orders by (revision, label), strictly after the keyset
+	// position (afterRevision, afterLabel) — (0, "") from the start — and
+	// returns at most limit (limit <= 0: DefaultListSize).
+	ListCheckpoints(ctx context.Context, tenantID, runID string, afterRevision int64, afterLabel string, limit int) ([]Checkpoint, error)
 	// GetCheckpoint of an unknown label is ErrCheckpointNotFound.
 	GetCheckpoint(ctx context.Context, tenantID, runID, label string) (Checkpoint, error)
 
 	// Fork creates nr.Run as a copy of source run at revision: events 1..revision
-	// are copied, and state, next step, status and schema version are those of
-	// the snapshot at that revision. nr.Run carries the new id, parent fields,
+	// are copied as stored (compact: deltas stay deltas, chains stay), and
+	// state, next step, status and schema version are those of the event at
+	// that revision; the fork's Chain is that event's, its Spent the total
+	// of SpendOf over the payloads of events 1..revision (nil if the
+	// source's is nil), its VerifiedSeq 0. nr.Run carries the new id, parent fields,
 	// and the lease cleared; its status is taken from the snapshot unless it is
 	// terminal, in which case the fork is suspended. A revision not in the
 	// source's log is ErrRevisionNotFound; a taken new run id ErrAlreadyExists.
 	// Copied events keep their created_at.
 	Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr NewRun) (Run, error)
 
-	// DeleteTerminalBefore deletes runs in a terminal status last updated before
-	// cutoff, with their events and checkpoints (and, in a backend that also
-	// keeps the operation ledger, their operations and approvals: they live
-	// with the run), across tenants, at most limit
-	// runs per call. It returns how many runs were deleted.
+	// DeleteTerminalBefore deletes runs that finished (at the time of the
+	// commit that made them terminal) before cutoff, oldest first, with
+	// everything that lives with the run: events, checkpoints, wake-ups and,
+	// in a backend that also keeps the operation ledger, operations and
+	// approvals (and summaries, once they exist), across tenants, at most
+	// limit runs per call. It returns how many runs were deleted. A batch
+	// costs O(limit): it walks an index of finished runs by finished time,
+	// never a scan of the runs table. Only one caller at a time sweeps: while
+	// another holds the sweep (another instance), a call returns 0 at once.
 	DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
+
+	// ListRecoverable returns, ordered by run id and strictly after
+	// q.AfterRunID, at most q.Limit runs of the tenant that a recovery loop
+	// must look at, without their state:
+	//   - running runs whose lease is free or expired (by the store's clock,
+	//     the database's on a server database), and
+	//   - suspended runs with a due wake-up (Wakeups: every wake-up of the
+	//     run with At <= q.Now, in At order), with their StatusReason and
+	//     the state's top-level member q.ControlKey (Control, JSON; nil if
+	//     absent or q.ControlKey is empty).
+	// Its cost grows with active runs (running, and suspended ones that
+	// something woke), never with finished runs or with suspended runs that
+	// nothing woke. Due wake-ups of runs that are no longer active (finished
+	// or deleted) are deleted as they are met. Wake-ups of running runs are
+	// kept until the run is suspended or finishes: the event may concern
+	// what the run is about to wait for.
+	//
+	// Wake-ups are written, in the same transaction as the event, by the
+	// operation ledger of the same backend (see toolop.Store): one immediate
+	// wake-up (At = WakeNow) when an operation's status changes to one not in
+	// doubt (not started or unknown) or an approval is decided, and one timed
+	// wake-up at ExpiresAt when a pending approval is created, each only if
+	// the run is running or suspended at that moment. The run store itself
+	// writes an immediate wake-up for a run it inserts suspended (Fork of a
+	// suspended or terminal revision): it may wait for something that
+	// already happened. Writing a wake-up that exists (same run and At)
+	// increments its N instead. Wake-ups are deleted with their run
+	// (DeleteTerminalBefore).
+	ListRecoverable(ctx context.Context, tenantID string, q RecoveryQuery) ([]Recoverable, error)
+
+	// AckWakeups deletes the run's wake-ups that still are exactly as given
+	// (same At and N): one written again since it was read (a larger N) is
+	// kept, so an event that happened after the caller looked is not lost.
+	// Unknown wake-ups are ignored.
+	AckWakeups(ctx context.Context, tenantID, runID string, wakeups []Wakeup) error
 }

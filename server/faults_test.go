@@ -127,7 +127,7 @@ func proxiedEngine(t *testing.T) (*memento.Engine, *pgProxy, string) {
 	u.Host = p.ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eng, err := memento.Open(ctx, memento.Config{PostgresURL: u.String(), DataDir: t.TempDir()})
+	eng, err := memento.Open(ctx, memento.Config{PostgresURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestHungDatabaseHitsTheDeadline(t *testing.T) {
 	direct := storetest.PostgresURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eng, err := memento.Open(ctx, memento.Config{PostgresURL: direct, DataDir: t.TempDir()})
+	eng, err := memento.Open(ctx, memento.Config{PostgresURL: direct, DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}})
 	if err != nil {
 		t.Fatal(err)
 	}

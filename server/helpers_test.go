@@ -37,6 +37,9 @@ func openEngine(t testing.TB, backend string, cfg memento.Config) *memento.Engin
 	// Always a data directory of the test's own: embedded parts (sessions,
 	// the PII vault key) live there even when runs are on PostgreSQL.
 	cfg.DataDir = t.TempDir()
+	if len(cfg.PII.Key) == 0 {
+		cfg.PII.Key = storetest.PIIKey // shared backends refuse to start without one
+	}
 	switch backend {
 	case "sqlite":
 	case "postgres":

@@ -34,7 +34,8 @@ func TestHostileInput(t *testing.T) {
 
 func hostile(t *testing.T, backend string) {
 	ctx := context.Background()
-	cfg := memento.Config{DataDir: t.TempDir()}
+	// Shared backends refuse to start without a vault key.
+	cfg := memento.Config{DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}}
 	tenant := storetest.RandomID("t-")
 	switch backend {
 	case "postgres":

@@ -136,11 +136,19 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.runs.Get(r.Context(), tenant(r), runID(r)); err != nil {
 		return err
 	}
-	ops, err := s.ops.List(r.Context(), tenant(r), runID(r))
+	q, err := query(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(ops, ""))
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	ops, next, err := s.ops.ListPage(r.Context(), tenant(r), runID(r), q.Get("cursor"), int(min(limit, toolop.MaxListLimit)))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listOf(ops, next))
 	return nil
 }
 
@@ -252,7 +260,15 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.runs.Get(r.Context(), tenant(r), runID(r)); err != nil {
 		return err
 	}
-	as, err := s.ops.ListApprovals(r.Context(), tenant(r), runID(r))
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	as, next, err := s.ops.ListApprovalsPage(r.Context(), tenant(r), runID(r), q.Get("cursor"), int(min(limit, toolop.MaxListLimit)))
 	if err != nil {
 		return err
 	}
@@ -260,7 +276,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
 	for _, a := range as {
 		views = append(views, s.view(a))
 	}
-	writeJSON(w, http.StatusOK, listOf(views, ""))
+	writeJSON(w, http.StatusOK, listOf(views, next))
 	return nil
 }
 

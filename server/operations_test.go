@@ -50,7 +50,8 @@ func TestOperationsAPI(t *testing.T) {
 		}
 		expectProblem(t, e.do(t, "POST", path+"/started", nil, nil), http.StatusConflict, "invalid-operation-transition")
 
-		// Resume while the operation is unknown and no lookup exists here: refused, suspended, naming it.
+		// Resume while the operation is unknown and no lookup exists here:
+		// refused, naming it, and the run is left exactly as it was.
 		if err := e.c.ReleaseLease(context.Background(), "run-ops", l); err != nil {
 			t.Fatal(err)
 		}
@@ -62,11 +63,18 @@ func TestOperationsAPI(t *testing.T) {
 			Run         run.Run
 		}
 		_ = json.Unmarshal(res.body, &refusal)
-		if refusal.FailedCheck != "operations" || !strings.Contains(p.Detail, op.OperationID) || refusal.Run.Status != run.StatusSuspended {
+		if refusal.FailedCheck != "operations" || !strings.Contains(p.Detail, op.OperationID) || refusal.Run.Status != run.StatusRunning {
 			t.Fatalf("refusal: %s", res.body)
 		}
+		var checks struct {
+			Checks []struct{ Name, Status string }
+		}
+		_ = json.Unmarshal(res.body, &checks)
+		if n := len(checks.Checks); n != 8 || checks.Checks[n-1].Name != "operations" || checks.Checks[n-1].Status != "failed" {
+			t.Fatalf("refusal checks: %s", res.body)
+		}
 		cur, _ := e.c.GetRun(context.Background(), "run-ops")
-		if cur.Status != run.StatusSuspended || !strings.Contains(cur.StatusReason, op.OperationID) || cur.StateRevision != r.StateRevision+1 {
+		if cur.Status != run.StatusRunning || cur.StatusReason != r.StatusReason || cur.StateRevision != r.StateRevision || cur.LeaseOwner != "" {
 			t.Fatalf("run after refusal: %+v", cur)
 		}
 		// The operator resolves it; the next resume passes every check.

@@ -395,11 +395,19 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
-	cps, err := s.runs.Checkpoints(r.Context(), tenant(r), runID(r))
+	q, err := query(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(cps, ""))
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	cps, next, err := s.runs.Checkpoints(r.Context(), tenant(r), runID(r), q.Get("cursor"), clampLimit(limit))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listOf(cps, next))
 	return nil
 }
 

@@ -147,6 +147,23 @@ func TestRunFlow(t *testing.T) {
 		if err != nil || len(cps) != 2 {
 			t.Fatalf("checkpoints: %+v %v", cps, err)
 		}
+		// One at a time: the cursor leads to the second and then to the end.
+		res = e.do(t, "GET", "/v1/runs/flow-1/checkpoints?limit=1", nil, nil)
+		schemas.validate(t, "CheckpointList", res.body)
+		var cpPage client.Page[run.Checkpoint]
+		_ = json.Unmarshal(res.body, &cpPage)
+		if len(cpPage.Items) != 1 || cpPage.Items[0].Label != cps[0].Label || cpPage.NextCursor == "" {
+			t.Fatalf("first page of 1: %s", res.body)
+		}
+		p2, err := e.c.ListCheckpoints(ctx, "flow-1", cpPage.NextCursor, 1)
+		if err != nil || len(p2.Items) != 1 || p2.Items[0].Label != cps[1].Label {
+			t.Fatalf("second page: %+v %v", p2, err)
+		}
+		if p3, err := e.c.ListCheckpoints(ctx, "flow-1", p2.NextCursor, 1); p2.NextCursor != "" && (err != nil || len(p3.Items) != 0 || p3.NextCursor != "") {
+			t.Fatalf("third page: %+v %v", p3, err)
+		}
+		expectProblem(t, e.do(t, "GET", "/v1/runs/flow-1/checkpoints?cursor=%21%21", nil, nil), http.StatusUnprocessableEntity, "invalid-request")
+		expectProblem(t, e.do(t, "GET", "/v1/runs/flow-1/checkpoints?limit=5000", nil, nil), http.StatusUnprocessableEntity, "invalid-request")
 
 		// Fork from a checkpoint and from a revision: the state is the one of then.
 		res = e.do(t, "POST", "/v1/runs/flow-1/fork", map[string]any{"checkpoint": "after-refund", "run_id": "flow-1-fork"}, nil)

@@ -12,11 +12,16 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
+	"github.com/mementohq/memento/telemetry"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -54,6 +59,9 @@ type Options struct {
 	// and the API document are not counted); beyond it a request is
 	// answered 503 overloaded at once. 0 means DefaultMaxInFlight.
 	MaxInFlight int
+	// Tracing, when set, makes every request a span (W3C traceparent is
+	// honoured) carrying the route, status and request id; nil costs nothing.
+	Tracing *telemetry.Tracing
 }
 
 // Server is the HTTP API. It is an http.Handler; Serve runs it on a listener.
@@ -74,6 +82,7 @@ type Server struct {
 	mux             *http.ServeMux
 	routes          []Route
 	openapi         []byte
+	tracing         *telemetry.Tracing
 }
 
 // HandlerFunc is a route handler: it writes a success response itself and
@@ -113,6 +122,7 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("server: the run, operation, session and vault services are required")
 	}
 	s := &Server{
+		tracing:         opts.Tracing,
 		runs:            opts.Runs,
 		ops:             opts.Ops,
 		sessions:        opts.Sessions,
@@ -237,6 +247,8 @@ type reqInfo struct {
 	authed    bool
 	// cause is the error behind a 5xx answer, for the request log line.
 	cause string
+	// traceID links the log line to the request's span when tracing is on.
+	traceID string
 }
 
 type reqInfoKey struct{}
@@ -256,6 +268,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", ri.id)
 	sw := &statusWriter{ResponseWriter: w, ri: ri}
 	r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
+	_, pat := s.mux.Handler(r)
+	if s.tracing != nil {
+		// Registered before the recovery below, so it ends the span after
+		// the status (a panic's 500 included) is known.
+		var end func()
+		r, end = s.startSpan(r, sw, ri, pat)
+		defer end()
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -273,7 +293,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.observe(r, sw, ri, time.Since(start))
 	}()
-	if _, pat := s.mux.Handler(r); pat == "" {
+	if pat == "" {
 		s.serveUnmatched(sw, r)
 		return
 	}
@@ -309,6 +329,9 @@ func (s *Server) observe(r *http.Request, sw *statusWriter, ri *reqInfo, d time.
 	}
 	if ri.cause != "" {
 		attrs = append(attrs, slog.String("error", ri.cause))
+	}
+	if ri.traceID != "" {
+		attrs = append(attrs, slog.String("trace_id", ri.traceID))
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }
@@ -467,4 +490,38 @@ func (w *captureWriter) Write(b []byte) (int, error) {
 	}
 	w.body = append(w.body, b...)
 	return len(b), nil
+}
+
+// startSpan opens the request's server span, continuing the caller's trace
+// if it sent a traceparent; end closes it with the answer's status.
+func (s *Server) startSpan(r *http.Request, sw *statusWriter, ri *reqInfo, pattern string) (*http.Request, func()) {
+	name := pattern
+	if name == "" {
+		name = "unmatched"
+	}
+	ctx := s.tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := s.tracing.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String("http.request.method", r.Method),
+			attribute.String("http.route", pattern),
+			attribute.String("memento.request_id", ri.id),
+		))
+	ri.traceID = span.SpanContext().TraceID().String()
+	return r.WithContext(ctx), func() {
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if ri.tenant != "" {
+			span.SetAttributes(attribute.String("memento.tenant_id", ri.tenant))
+		}
+		if ri.problem != "" {
+			span.SetAttributes(attribute.String("memento.problem", ri.problem))
+		}
+		if status >= 500 {
+			span.SetStatus(codes.Error, ri.cause)
+		}
+		span.End()
+	}
 }

@@ -257,11 +257,11 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 		}
 		mq.Since = t
 	}
-	ms, err := s.sessions.Messages(r.Context(), tenant(r), sessionID(r), user, mq)
+	ms, next, err := s.sessions.MessagePage(r.Context(), tenant(r), sessionID(r), user, mq, q.Get("cursor"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(ms, ""))
+	writeJSON(w, http.StatusOK, listOf(ms, next))
 	return nil
 }
 
@@ -275,11 +275,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ss, err := s.sessions.ListUser(r.Context(), tenant(r), user, int(min(limit, session.MaxListLimit)))
+	ss, next, err := s.sessions.ListUserPage(r.Context(), tenant(r), user, q.Get("cursor"), int(min(limit, session.MaxListLimit)))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(ss, ""))
+	writeJSON(w, http.StatusOK, listOf(ss, next))
 	return nil
 }
 

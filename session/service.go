@@ -418,8 +418,9 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 		if !utf8.ValidString(m.Content) {
 			return AppendResult{}, invalid("message %d: content is not valid UTF-8", i)
 		}
+		// Text columns (PostgreSQL) cannot hold NUL; no backend takes it.
 		if strings.IndexByte(m.Content, 0) >= 0 || strings.IndexByte(m.Role, 0) >= 0 {
-			return AppendResult{}, invalid("message %d contains a NUL character", i)
+			return AppendResult{}, invalid("message %d: role and content must not contain NUL characters", i)
 		}
 		if n := len(m.Content) + len(m.Metadata); n > s.opts.MaxMessageBytes {
 			return AppendResult{}, fmt.Errorf("%w: message %d has %d bytes, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes)
@@ -470,25 +471,49 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 // Messages lists messages: the latest q.Limit (default DefaultListLimit)
 // after q.Since / q.AfterSeq, oldest first.
 func (s *Service) Messages(ctx context.Context, tenantID, sessionID, userID string, q MessageQuery) ([]Message, error) {
+	ms, _, err := s.MessagePage(ctx, tenantID, sessionID, userID, q, "")
+	return ms, err
+}
+
+// MessagePage is Messages with a cursor: the first page (cursor "") holds
+// the newest messages, each next page the ones before it. next is "" on the
+// last page. A caller passes the same filters with every page.
+func (s *Service) MessagePage(ctx context.Context, tenantID, sessionID, userID string, q MessageQuery, cursor string) ([]Message, string, error) {
 	if err := checkIDs(tenantID, sessionID, userID); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	switch {
 	case q.Limit < 0:
-		return nil, invalid("limit must not be negative")
+		return nil, "", invalid("limit must not be negative")
 	case q.Limit == 0:
 		q.Limit = DefaultListLimit
 	case q.Limit > MaxListLimit:
 		q.Limit = MaxListLimit
 	}
-	if q.AfterSeq < 0 {
-		return nil, invalid("after_seq must not be negative")
+	if q.AfterSeq < 0 || q.BeforeSeq < 0 {
+		return nil, "", invalid("after_seq and before_seq must not be negative")
 	}
+	if cursor != "" {
+		b, err := decodeMessagesCursor(cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		if q.BeforeSeq == 0 || b < q.BeforeSeq {
+			q.BeforeSeq = b
+		}
+	}
+	limit := q.Limit
+	q.Limit++ // one more tells whether an older page exists
 	ms, err := s.store.Messages(ctx, tenantID, sessionID, userID, q)
 	if err != nil {
-		return nil, fmt.Errorf("list messages of session %s: %w", sessionID, err)
+		return nil, "", fmt.Errorf("list messages of session %s: %w", sessionID, err)
 	}
-	return ms, nil
+	next := ""
+	if len(ms) > limit {
+		ms = ms[len(ms)-limit:]
+		next = messagesCursor(ms[0].Seq)
+	}
+	return ms, next, nil
 }
 
 // SetSummary fills the summary slot. Text and Data are redacted like state.
@@ -503,7 +528,7 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 		return Session{}, invalid("summary text is not valid UTF-8")
 	}
 	if strings.IndexByte(sum.Text, 0) >= 0 {
-		return Session{}, invalid("summary text contains a NUL character")
+		return Session{}, invalid("summary text must not contain NUL characters")
 	}
 	if n := len(sum.Text) + len(sum.Data); n > s.opts.MaxStateBytes {
 		return Session{}, fmt.Errorf("%w: summary has %d bytes, limit %d", ErrStateTooLarge, n, s.opts.MaxStateBytes)
@@ -555,25 +580,47 @@ func (s *Service) Close(ctx context.Context, tenantID, sessionID, userID string)
 	return sess, nil
 }
 
-// ListUser returns the user's live sessions, most recently active first.
+// ListUser returns the first page of the user's live sessions, most
+// recently active first (see ListUserPage).
 func (s *Service) ListUser(ctx context.Context, tenantID, userID string, limit int) ([]Session, error) {
+	ss, _, err := s.ListUserPage(ctx, tenantID, userID, "", limit)
+	return ss, err
+}
+
+// ListUserPage returns a page of the user's live sessions, most recently
+// active first, and the cursor of the next page ("" on the last). Items
+// carry no state or summary (Store.ListByUser).
+func (s *Service) ListUserPage(ctx context.Context, tenantID, userID, cursor string, limit int) ([]Session, string, error) {
 	if tenantID == "" {
-		return nil, invalid("tenant is required")
+		return nil, "", invalid("tenant is required")
 	}
 	if err := ValidID("user_id", userID); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	switch {
 	case limit < 0:
-		return nil, invalid("limit must not be negative")
+		return nil, "", invalid("limit must not be negative")
 	case limit == 0:
 		limit = DefaultListLimit
 	case limit > MaxListLimit:
 		limit = MaxListLimit
 	}
-	ss, err := s.store.ListByUser(ctx, tenantID, userID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions of user: %w", err)
+	var q ListQuery
+	if cursor != "" {
+		var err error
+		if q, err = decodeSessionsCursor(cursor); err != nil {
+			return nil, "", err
+		}
 	}
-	return ss, nil
+	q.Limit = limit + 1
+	ss, err := s.store.ListByUser(ctx, tenantID, userID, q)
+	if err != nil {
+		return nil, "", fmt.Errorf("list sessions of user: %w", err)
+	}
+	next := ""
+	if len(ss) > limit {
+		ss = ss[:limit]
+		next = sessionsCursor(ss[len(ss)-1])
+	}
+	return ss, next, nil
 }

@@ -42,6 +42,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) run.Store) {
 		{"EventSeqContinuity", testEventSeqContinuity},
 		{"Checkpoints", testCheckpoints},
 		{"ForkFidelity", testForkFidelity},
+		{"CompactHistory", testCompactHistory},
 		{"Migrations", testMigrations},
 		{"StatusTransitions", testStatusTransitions},
 		{"Retention", testRetention},
@@ -207,7 +208,7 @@ type snapshot struct {
 
 func (f *fx) snap(runID string) snapshot {
 	f.t.Helper()
-	cps, err := f.s.ListCheckpoints(f.t.Context(), f.tenant, runID)
+	cps, err := f.s.ListCheckpoints(f.t.Context(), f.tenant, runID, 0, "", 0)
 	if err != nil {
 		f.t.Fatalf("list checkpoints of %s: %v", runID, err)
 	}
@@ -614,7 +615,7 @@ func testTenantIsolation(t *testing.T, s run.Store) {
 	wantErr(t, err, run.ErrNotFound, "other tenant: Commit with the owner's lease")
 	_, err = s.CreateCheckpoint(ctx, b.tenant, id, "b-cp", 1)
 	wantErr(t, err, run.ErrNotFound, "other tenant: CreateCheckpoint")
-	_, err = s.ListCheckpoints(ctx, b.tenant, id)
+	_, err = s.ListCheckpoints(ctx, b.tenant, id, 0, "", 0)
 	wantErr(t, err, run.ErrNotFound, "other tenant: ListCheckpoints")
 	_, err = s.GetCheckpoint(ctx, b.tenant, id, "cp")
 	wantErr(t, err, run.ErrNotFound, "other tenant: GetCheckpoint")
@@ -1206,9 +1207,29 @@ func testCheckpoints(t *testing.T, s run.Store) {
 		}
 	}
 	want := []string{"first@1", "a-second@2", "b-second@2", "z-last@4"}
-	cps, err := s.ListCheckpoints(ctx, f.tenant, r.RunID)
+	cps, err := s.ListCheckpoints(ctx, f.tenant, r.RunID, 0, "", 0)
 	if err != nil || !reflect.DeepEqual(cpKeys(cps), want) {
 		t.Fatalf("checkpoints %v (err %v), want %v", cpKeys(cps), err, want)
+	}
+	// Keyset pages: strictly after (revision, label), at most limit.
+	var paged []run.Checkpoint
+	afterRev, afterLabel := int64(0), ""
+	for range 10 {
+		page, err := s.ListCheckpoints(ctx, f.tenant, r.RunID, afterRev, afterLabel, 3)
+		if err != nil || len(page) > 3 {
+			t.Fatalf("checkpoint page after %d/%q: %d items, err %v", afterRev, afterLabel, len(page), err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		afterRev, afterLabel = page[len(page)-1].Revision, page[len(page)-1].Label
+	}
+	if !reflect.DeepEqual(cpKeys(paged), want) {
+		t.Fatalf("checkpoints by pages of 3: %v, want %v", cpKeys(paged), want)
+	}
+	if page, err := s.ListCheckpoints(ctx, f.tenant, r.RunID, 2, "a-second", 0); err != nil || !reflect.DeepEqual(cpKeys(page), want[2:]) {
+		t.Fatalf("checkpoints after a-second@2: %v (err %v), want %v", cpKeys(page), err, want[2:])
 	}
 	_, err = s.CreateCheckpoint(ctx, f.tenant, r.RunID, "a-second", 3)
 	wantErr(t, err, run.ErrCheckpointExists, "reuse a label")
@@ -1218,7 +1239,7 @@ func testCheckpoints(t *testing.T, s run.Store) {
 		_, err = s.CreateCheckpoint(ctx, f.tenant, r.RunID, fmt.Sprintf("rev-%d", rev), rev)
 		wantErr(t, err, run.ErrRevisionNotFound, fmt.Sprintf("checkpoint revision %d of a run at 4", rev))
 	}
-	cps, err = s.ListCheckpoints(ctx, f.tenant, r.RunID)
+	cps, err = s.ListCheckpoints(ctx, f.tenant, r.RunID, 0, "", 0)
 	if err != nil || !reflect.DeepEqual(cpKeys(cps), want) {
 		t.Fatalf("refused checkpoints changed the list: %v (err %v)", cpKeys(cps), err)
 	}
@@ -1243,7 +1264,7 @@ func testCheckpoints(t *testing.T, s run.Store) {
 	if _, err := s.CreateCheckpoint(ctx, f.tenant, r2.RunID, "first", 1); err != nil {
 		t.Fatalf("same label on another run: %v", err)
 	}
-	cps, err = s.ListCheckpoints(ctx, f.tenant, r2.RunID)
+	cps, err = s.ListCheckpoints(ctx, f.tenant, r2.RunID, 0, "", 0)
 	if err != nil || !reflect.DeepEqual(cpKeys(cps), []string{"first@1"}) {
 		t.Fatalf("other run's checkpoints %v (err %v)", cpKeys(cps), err)
 	}
@@ -1347,7 +1368,7 @@ func testForkFidelity(t *testing.T, s run.Store) {
 	if nf.StateRevision != 4 || f.event(fork3.RunID, 4).StepID != "alt" {
 		t.Fatalf("commit on the fork: revision %d", nf.StateRevision)
 	}
-	cps, err := s.ListCheckpoints(ctx, f.tenant, fork3.RunID)
+	cps, err := s.ListCheckpoints(ctx, f.tenant, fork3.RunID, 0, "", 0)
 	if err != nil || len(cps) != 0 {
 		t.Fatalf("fork's checkpoints %v (err %v), want none copied", cpKeys(cps), err)
 	}
@@ -1671,7 +1692,7 @@ func testRetention(t *testing.T, s run.Store) {
 		if evs := d.f.events(d.r.RunID); len(evs) != 1 {
 			t.Fatalf("re-created %s has %d events, want 1: old events survived retention", d.r.RunID, len(evs))
 		}
-		cps, err := s.ListCheckpoints(ctx, d.f.tenant, d.r.RunID)
+		cps, err := s.ListCheckpoints(ctx, d.f.tenant, d.r.RunID, 0, "", 0)
 		if err != nil || len(cps) != 0 {
 			t.Fatalf("re-created %s has checkpoints %v (err %v): old ones survived retention", d.r.RunID, cpKeys(cps), err)
 		}

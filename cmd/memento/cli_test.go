@@ -288,6 +288,21 @@ func TestServeRefusesPublicAddressWithoutKeys(t *testing.T) {
 	}
 }
 
+func TestUnknownSubcommandFails(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{{"runs", "get"}, {"sessions", "nope"}, {"bench", "nothing"}, {"nosuch"}} {
+		_, _, err := execute(t, ctx, args...)
+		if err == nil || !strings.Contains(err.Error(), "unknown command") {
+			t.Errorf("memento %s: err = %v, want an unknown-command error", strings.Join(args, " "), err)
+		}
+	}
+	// A group alone still prints its help and succeeds.
+	out, _, err := execute(t, ctx, "runs")
+	if err != nil || !strings.Contains(out, "Available Commands") {
+		t.Errorf("memento runs: err = %v, out = %q", err, out)
+	}
+}
+
 // TestServeLimitFlags: --request-timeout and --max-in-flight are checked
 // before anything is opened.
 func TestServeLimitFlags(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mementohq/memento/run"
+	migratepkg "github.com/mementohq/memento/store/internal/migrate"
 	"github.com/mementohq/memento/storetest"
 )
 
@@ -110,7 +111,7 @@ func TestMigrationsLandInTestSchema(t *testing.T) {
 			t.Errorf("table %s not in schema %s (have %v)", want, schema, tables)
 		}
 	}
-	migs, err := loadMigrations()
+	migs, err := migratepkg.Load(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +393,7 @@ func TestForkCheckpointsAndIdempotency(t *testing.T) {
 	if _, err := s.GetCheckpoint(ctx, "t1", "r1", "none"); !errors.Is(err, run.ErrCheckpointNotFound) {
 		t.Errorf("missing label: %v", err)
 	}
-	if cps, err := s.ListCheckpoints(ctx, "t1", "r1"); err != nil || len(cps) != 1 || cps[0].Label != "mid" {
+	if cps, err := s.ListCheckpoints(ctx, "t1", "r1", 0, "", 0); err != nil || len(cps) != 1 || cps[0].Label != "mid" {
 		t.Errorf("list checkpoints: %+v %v", cps, err)
 	}
 

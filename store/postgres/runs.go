@@ -22,7 +22,8 @@ const terminalSQL = `('completed', 'failed', 'cancelled')`
 // runCols is the column list scanRun reads, in its order.
 const runCols = `tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
 	status, status_reason, next_step, state, state_revision, lease_owner, lease_epoch,
-	lease_expires_at, parent_run_id, parent_revision, created_at, updated_at`
+	lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
+	chain_head, verified_seq, spent`
 
 func scanRun(row pgx.Row, extra ...any) (run.Run, error) {
 	var (
@@ -30,11 +31,16 @@ func scanRun(row pgx.Row, extra ...any) (run.Run, error) {
 		status string
 		state  []byte
 		exp    *time.Time
+		spent  []byte
 	)
 	dest := []any{&r.TenantID, &r.RunID, &r.WorkflowName, &r.WorkflowVersion, &r.StateSchemaVersion,
 		&status, &r.StatusReason, &r.NextStep, &state, &r.StateRevision, &r.LeaseOwner, &r.LeaseEpoch,
-		&exp, &r.ParentRunID, &r.ParentRevision, &r.CreatedAt, &r.UpdatedAt}
+		&exp, &r.ParentRunID, &r.ParentRevision, &r.CreatedAt, &r.UpdatedAt,
+		&r.Chain, &r.VerifiedSeq, &spent}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return run.Run{}, err
+	}
+	if err := decodeSpent(spent, &r.Spent); err != nil {
 		return run.Run{}, err
 	}
 	r.Status = run.Status(status)
@@ -43,6 +49,41 @@ func scanRun(row pgx.Row, extra ...any) (run.Run, error) {
 	r.CreatedAt = r.CreatedAt.UTC()
 	r.UpdatedAt = r.UpdatedAt.UTC()
 	return r, nil
+}
+
+// decodeSpent reads the spent column (NULL: unknown, nil map).
+func decodeSpent(b []byte, dst *map[string]int64) error {
+	if b == nil {
+		*dst = nil
+		return nil
+	}
+	m := map[string]int64{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("read spend totals: %w", err)
+	}
+	*dst = m
+	return nil
+}
+
+func encodeSpend(m map[string]int64) any {
+	if m == nil {
+		return nil
+	}
+	b, _ := json.Marshal(m)
+	return json.RawMessage(b)
+}
+
+// chainSQL is run.ChainNext in SQL over text expressions: prev, then each
+// field as "<octet length>:<text>,". Each expression is evaluated twice, so
+// callers pass columns or values computed once.
+func chainSQL(prev string, fields ...string) string {
+	var b strings.Builder
+	b.WriteString("encode(sha256(convert_to(" + prev)
+	for _, f := range fields {
+		b.WriteString(" || octet_length(" + f + ")::text || ':' || " + f + " || ','")
+	}
+	b.WriteString(", 'UTF8')), 'hex')")
+	return b.String()
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -62,22 +103,27 @@ func orEmptyObject(b json.RawMessage) json.RawMessage {
 
 // createRunSQL inserts the run and its run.created event in one statement;
 // on any key clash it inserts neither (the event CTE reads from ins).
-const createRunSQL = `
-WITH ins AS (
+var createRunSQL = `
+WITH t AS (
+	SELECT $14::jsonb::text AS payload_t, $9::jsonb::text AS state_t, $5::int::text AS version_t
+), ins AS (
 	INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
 		status, status_reason, next_step, state, state_revision, parent_run_id, parent_revision,
-		idempotency_key, request_digest, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $5::int, $6::text, $7, $8::text, $9::jsonb, 1, $10, $11,
-		NULLIF($12::text, ''), $13, now(), now())
+		idempotency_key, request_digest, created_at, updated_at, chain_head, spent)
+	SELECT $1, $2, $3, $4, $5::int, $6::text, $7, $8::text, $9::jsonb, 1, $10, $11,
+		NULLIF($12::text, ''), $13, now(), now(),
+		` + chainSQL("''", "'1'", "'"+run.EventRunCreated+"'", "''", "'0'", "t.payload_t", "'S'", "t.state_t", "$8::text", "$6::text", "t.version_t") + `,
+		'{}'::jsonb
+	FROM t
 	ON CONFLICT DO NOTHING
-	RETURNING created_at
+	RETURNING created_at, chain_head
 ), ev AS (
 	INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
-		state, next_step, status, state_schema_version, created_at)
-	SELECT $1::text, $2::text, 1, '` + run.EventRunCreated + `', '', 0, $14::jsonb, $9::jsonb, $8::text, $6::text, $5::int, created_at
+		state, next_step, status, state_schema_version, created_at, chain)
+	SELECT $1::text, $2::text, 1, '` + run.EventRunCreated + `', '', 0, $14::jsonb, $9::jsonb, $8::text, $6::text, $5::int, created_at, chain_head
 	FROM ins
 )
-SELECT created_at FROM ins`
+SELECT created_at, chain_head FROM ins`
 
 // CreateRun inserts the run at revision 1 with its run.created event.
 func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, error) {
@@ -107,10 +153,11 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 			r.TenantID, r.RunID, r.WorkflowName, r.WorkflowVersion, r.StateSchemaVersion,
 			string(r.Status), r.StatusReason, r.NextStep, r.State, r.ParentRunID, r.ParentRevision,
 			nr.IdempotencyKey, nr.RequestDigest, json.RawMessage(payload),
-		).Scan(&created)
+		).Scan(&created, &r.Chain)
 		if err == nil {
 			r.CreatedAt = created.UTC()
 			r.UpdatedAt = r.CreatedAt
+			r.Spent, r.VerifiedSeq = map[string]int64{}, 0
 			return r, true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
@@ -213,7 +260,7 @@ func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq i
 		limit = run.DefaultListSize
 	}
 	rows, err := db.pool.Query(ctx, `
-		SELECT seq, event_type, step_id, attempt, payload, created_at, next_step, status, state_schema_version
+		SELECT `+eventCols+`
 		FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq > $3
 		ORDER BY seq LIMIT $4`, tenantID, runID, afterSeq, limit)
 	if err != nil {
@@ -222,18 +269,10 @@ func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq i
 	defer rows.Close()
 	var out []run.Event
 	for rows.Next() {
-		var (
-			ev      run.Event
-			payload []byte
-			status  string
-		)
-		if err := rows.Scan(&ev.Seq, &ev.EventType, &ev.StepID, &ev.Attempt, &payload, &ev.CreatedAt,
-			&ev.NextStep, &status, &ev.StateSchemaVersion); err != nil {
+		ev, err := scanEvent(rows)
+		if err != nil {
 			return nil, fmt.Errorf("list events of run %s: %w", runID, err)
 		}
-		ev.Payload = json.RawMessage(payload)
-		ev.Status = run.Status(status)
-		ev.CreatedAt = ev.CreatedAt.UTC()
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
@@ -260,20 +299,101 @@ func (db *DB) mustExist(ctx context.Context, tenantID, runID string) error {
 	return nil
 }
 
-// GetEvent returns the event at seq with its snapshot. A missing run is
-// ErrNotFound; a run without that seq is ErrRevisionNotFound.
-func (db *DB) GetEvent(ctx context.Context, tenantID, runID string, seq int64) (run.Event, error) {
+// eventCols is the column list scanEvent reads, in its order. A row from
+// before compact history has its state and no delta: a snapshot.
+const eventCols = `seq, event_type, step_id, attempt, payload, created_at, next_step, status,
+	state_schema_version, coalesce(delta, state), delta IS NULL, chain`
+
+func scanEvent(row pgx.Row) (run.Event, error) {
 	var (
-		ev             run.Event
-		payload, state []byte
-		status         string
+		ev              run.Event
+		payload, change []byte
+		status          string
 	)
-	err := db.pool.QueryRow(ctx, `
-		SELECT seq, event_type, step_id, attempt, payload, created_at, state, next_step, status, state_schema_version
-		FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq = $3`, tenantID, runID, seq,
-	).Scan(&ev.Seq, &ev.EventType, &ev.StepID, &ev.Attempt, &payload, &ev.CreatedAt, &state,
-		&ev.NextStep, &status, &ev.StateSchemaVersion)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if err := row.Scan(&ev.Seq, &ev.EventType, &ev.StepID, &ev.Attempt, &payload, &ev.CreatedAt,
+		&ev.NextStep, &status, &ev.StateSchemaVersion, &change, &ev.Snapshot, &ev.Chain); err != nil {
+		return run.Event{}, err
+	}
+	ev.Payload = json.RawMessage(payload)
+	ev.Change = json.RawMessage(change)
+	ev.Status = run.Status(status)
+	ev.CreatedAt = ev.CreatedAt.UTC()
+	return ev, nil
+}
+
+// snapshotBase is the seq of the snapshot at or before seq: events at 1 and
+// at multiples of run.SnapshotEvery keep the whole state.
+func snapshotBase(seq int64) int64 {
+	if seq < run.SnapshotEvery {
+		return 1
+	}
+	return seq - seq%run.SnapshotEvery
+}
+
+// rebuild folds events (in seq order, the first a snapshot at or before the
+// last) into the last one's state.
+func rebuild(evs []run.Event) (run.Event, error) {
+	base := -1
+	for i, ev := range evs {
+		if ev.Snapshot {
+			base = i
+		}
+	}
+	if base < 0 {
+		return run.Event{}, fmt.Errorf("no snapshot at or before seq %d", evs[len(evs)-1].Seq)
+	}
+	deltas := make([]json.RawMessage, 0, len(evs)-base-1)
+	for _, ev := range evs[base+1:] {
+		deltas = append(deltas, ev.Change)
+	}
+	state, err := run.ApplyDeltas(evs[base].Change, deltas)
+	if err != nil {
+		return run.Event{}, err
+	}
+	last := evs[len(evs)-1]
+	last.State = state
+	return last, nil
+}
+
+// getEvent reads the event at seq and the events back to the snapshot it
+// is rebuilt from (at most run.SnapshotEvery rows), in one query.
+func getEvent(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, tenantID, runID string, seq int64) (run.Event, bool, error) {
+	rows, err := q.Query(ctx, `
+		SELECT `+eventCols+`
+		FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq BETWEEN $3 AND $4
+		ORDER BY seq`, tenantID, runID, snapshotBase(seq), seq)
+	if err != nil {
+		return run.Event{}, false, err
+	}
+	defer rows.Close()
+	var evs []run.Event
+	for rows.Next() {
+		ev, err := scanEvent(rows)
+		if err != nil {
+			return run.Event{}, false, err
+		}
+		evs = append(evs, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return run.Event{}, false, err
+	}
+	if len(evs) == 0 || evs[len(evs)-1].Seq != seq {
+		return run.Event{}, false, nil
+	}
+	ev, err := rebuild(evs)
+	return ev, err == nil, err
+}
+
+// GetEvent returns the event at seq with the state rebuilt at it. A missing
+// run is ErrNotFound; a run without that seq is ErrRevisionNotFound.
+func (db *DB) GetEvent(ctx context.Context, tenantID, runID string, seq int64) (run.Event, error) {
+	ev, ok, err := getEvent(ctx, db.pool, tenantID, runID, seq)
+	if err != nil {
+		return run.Event{}, fmt.Errorf("get event %d of run %s: %w", seq, runID, err)
+	}
+	if !ok {
 		exists, xerr := db.runExists(ctx, tenantID, runID)
 		if xerr != nil {
 			return run.Event{}, fmt.Errorf("get event %d of run %s: %w", seq, runID, xerr)
@@ -283,13 +403,6 @@ func (db *DB) GetEvent(ctx context.Context, tenantID, runID string, seq int64) (
 		}
 		return run.Event{}, fmt.Errorf("get event %d of run %s: %w", seq, runID, run.ErrRevisionNotFound)
 	}
-	if err != nil {
-		return run.Event{}, fmt.Errorf("get event %d of run %s: %w", seq, runID, err)
-	}
-	ev.Payload = json.RawMessage(payload)
-	ev.State = json.RawMessage(state)
-	ev.Status = run.Status(status)
-	ev.CreatedAt = ev.CreatedAt.UTC()
 	return ev, nil
 }
 
@@ -304,14 +417,14 @@ UPDATE runs SET
 WHERE tenant_id = $1 AND run_id = $2 AND status NOT IN ` + terminalSQL + `
   AND (  ($4::bigint = 0 AND (lease_owner = $3 OR lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= now()))
       OR ($4::bigint > 0 AND lease_owner = $3 AND lease_epoch = $4 AND lease_expires_at > now()))
-RETURNING lease_epoch, lease_expires_at`
+RETURNING lease_epoch, lease_expires_at, state_revision`
 
 // AcquireLease takes (epoch 0) or renews (epoch > 0) the run's lease.
 func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (run.Lease, error) {
 	for attempt := 0; ; attempt++ {
 		l := run.Lease{Owner: owner}
 		err := db.pool.QueryRow(ctx, acquireLeaseSQL, tenantID, runID, owner, epoch, ttl.Microseconds()).
-			Scan(&l.Epoch, &l.ExpiresAt)
+			Scan(&l.Epoch, &l.ExpiresAt, &l.Revision)
 		if err == nil {
 			l.ExpiresAt = l.ExpiresAt.UTC()
 			return l, nil
@@ -374,8 +487,33 @@ func (db *DB) ReleaseLease(ctx context.Context, tenantID, runID, owner string, e
 // the INSERT sees no row either and nothing at all changes. A data-modifying
 // CTE always runs to completion, so e need not be read by the final SELECT;
 // an INSERT error (say a duplicate seq) fails the whole statement.
-const commitSQL = `
-WITH u AS (
+//
+// The delta and the chain are computed from o, the run as the statement's
+// snapshot shows it at exactly the expected revision, and the UPDATE joins
+// o: if the snapshot shows another revision, nothing is updated. Under READ
+// COMMITTED the UPDATE may then lock a newer version of the row than o
+// shows, but its guard re-checks state_revision = $3 on that version, and
+// state, status, schema version and chain head change only with the
+// revision, so a version that passes holds what o holds.
+var commitSQL = `
+WITH o AS (
+	SELECT state AS old_state, chain_head AS old_chain, status AS old_status,
+		state_schema_version AS old_version
+	FROM runs WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
+), d AS (
+	SELECT o.old_chain,
+		CASE WHEN $16::bool THEN NULL ELSE jsonb_build_object(
+			's', coalesce((SELECT jsonb_object_agg(n.key, n.value) FROM jsonb_each($6::jsonb) n
+				WHERE (o.old_state -> n.key)::text IS DISTINCT FROM n.value::text), '{}'::jsonb),
+			'd', coalesce((SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(o.old_state) k
+				WHERE NOT ($6::jsonb ? k)), '[]'::jsonb)) END AS delta,
+		CASE WHEN $8::text = '' THEN o.old_status ELSE $8::text END AS new_status,
+		(CASE WHEN $10::int > 0 THEN $10::int ELSE o.old_version END)::text AS new_version,
+		$15::jsonb::text AS payload_t
+	FROM o
+), c AS (
+	SELECT d.*, coalesce(d.delta, $6::jsonb)::text AS change_t FROM d
+), u AS (
 	UPDATE runs SET
 		state = $6::jsonb,
 		next_step = $7::text,
@@ -383,20 +521,32 @@ WITH u AS (
 		status_reason = $9,
 		state_schema_version = CASE WHEN $10::int > 0 THEN $10::int ELSE state_schema_version END,
 		state_revision = state_revision + 1,
-		updated_at = now()
+		updated_at = now(),
+		finished_at = CASE WHEN $8::text IN ` + terminalSQL + ` THEN now() ELSE finished_at END,
+		chain_head = ` + chainSQL("c.old_chain", "($3::bigint + 1)::text", "$12::text", "$13::text", "$14::int::text",
+	"c.payload_t", "(CASE WHEN $16::bool THEN 'S' ELSE 'D' END)", "c.change_t", "$7::text", "c.new_status", "c.new_version") + `,
+		spent = CASE WHEN $17::jsonb IS NULL OR spent IS NULL THEN spent ELSE (
+			SELECT jsonb_object_agg(k, coalesce((spent ->> k)::numeric, 0) + coalesce(($17::jsonb ->> k)::numeric, 0))
+			FROM (SELECT jsonb_object_keys(spent) UNION SELECT jsonb_object_keys($17::jsonb)) ks(k)) END,
+		verified_seq = CASE WHEN $18::bigint > 0 THEN $18::bigint ELSE verified_seq END
+	FROM c
 	WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
 	  AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
 	  AND status = ANY($11::text[])
 	RETURNING workflow_name, workflow_version, state_schema_version, status, state_revision,
-		lease_expires_at, parent_run_id, parent_revision, created_at, updated_at
+		lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
+		chain_head, verified_seq, spent, c.delta
 ), e AS (
 	INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
-		state, next_step, status, state_schema_version, created_at)
-	SELECT $1::text, $2::text, u.state_revision, $12::text, $13::text, $14::int, $15::jsonb, $6::jsonb, $7::text, u.status, u.state_schema_version, u.updated_at
+		state, delta, next_step, status, state_schema_version, created_at, chain)
+	SELECT $1::text, $2::text, u.state_revision, $12::text, $13::text, $14::int, $15::jsonb,
+		CASE WHEN u.delta IS NULL THEN $6::jsonb END, u.delta,
+		$7::text, u.status, u.state_schema_version, u.updated_at, u.chain_head
 	FROM u
 )
 SELECT workflow_name, workflow_version, state_schema_version, status, state_revision,
-	lease_expires_at, parent_run_id, parent_revision, created_at, updated_at
+	lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
+	chain_head, verified_seq, spent, delta
 FROM u`
 
 // Commit appends the event and replaces the state in one statement, guarded
@@ -413,21 +563,28 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		TenantID: tenantID, RunID: runID, StatusReason: c.StatusReason, NextStep: c.NextStep,
 		State: state, LeaseOwner: c.Owner, LeaseEpoch: c.Epoch,
 	}
+	snapshot := run.IsSnapshotSeq(c.ExpectedRevision + 1)
 	var (
-		status string
-		exp    *time.Time
+		status       string
+		exp          *time.Time
+		spent, delta []byte
 	)
 	err := db.pool.QueryRow(ctx, commitSQL,
 		tenantID, runID, c.ExpectedRevision, c.Owner, c.Epoch,
 		state, c.NextStep, string(c.Status), c.StatusReason, c.StateSchemaVersion, from,
 		c.Event.EventType, c.Event.StepID, c.Event.Attempt, payload,
+		snapshot, encodeSpend(c.Spend), c.VerifiedSeq,
 	).Scan(&r.WorkflowName, &r.WorkflowVersion, &r.StateSchemaVersion, &status, &r.StateRevision,
-		&exp, &r.ParentRunID, &r.ParentRevision, &r.CreatedAt, &r.UpdatedAt)
+		&exp, &r.ParentRunID, &r.ParentRevision, &r.CreatedAt, &r.UpdatedAt,
+		&r.Chain, &r.VerifiedSeq, &spent, &delta)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return run.Run{}, run.Event{}, db.diagnoseCommit(ctx, tenantID, runID, c, from)
 	}
 	if err != nil {
 		return run.Run{}, run.Event{}, fmt.Errorf("commit run %s at revision %d: %w", runID, c.ExpectedRevision, err)
+	}
+	if err := decodeSpent(spent, &r.Spent); err != nil {
+		return run.Run{}, run.Event{}, fmt.Errorf("commit run %s: %w", runID, err)
 	}
 	r.Status = run.Status(status)
 	r.LeaseExpiresAt = utcPtr(exp)
@@ -437,6 +594,10 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		Seq: r.StateRevision, EventType: c.Event.EventType, StepID: c.Event.StepID,
 		Attempt: c.Event.Attempt, Payload: payload, CreatedAt: r.UpdatedAt,
 		State: state, NextStep: c.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,
+		Snapshot: snapshot, Chain: r.Chain,
+	}
+	if !snapshot {
+		ev.Change = json.RawMessage(delta)
 	}
 	return r, ev, nil
 }
@@ -517,10 +678,14 @@ func (db *DB) CreateCheckpoint(ctx context.Context, tenantID, runID, label strin
 }
 
 // ListCheckpoints lists a run's checkpoints by revision, then label.
-func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string) ([]run.Checkpoint, error) {
+func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string, afterRevision int64, afterLabel string, limit int) ([]run.Checkpoint, error) {
+	if limit <= 0 {
+		limit = run.DefaultListSize
+	}
 	rows, err := db.pool.Query(ctx, `
 		SELECT label, revision, created_at FROM run_checkpoints
-		WHERE tenant_id = $1 AND run_id = $2 ORDER BY revision, label`, tenantID, runID)
+		WHERE tenant_id = $1 AND run_id = $2 AND (revision, label) > ($3, $4::text)
+		ORDER BY revision, label LIMIT $5`, tenantID, runID, afterRevision, afterLabel, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
 	}
@@ -568,131 +733,91 @@ func (db *DB) GetCheckpoint(ctx context.Context, tenantID, runID, label string) 
 	return cp, nil
 }
 
-// forkSQL creates the new run from the snapshot at the revision and copies
-// events 1..revision, in one statement. The join of runs and run_events is
-// on the same tenant and run (colocated). On a clash of the new run id the
-// event copy reads no row from ins and inserts nothing.
-const forkSQL = `
-WITH src AS (
-	SELECT r.workflow_name, r.workflow_version, e.state, e.next_step, e.status, e.state_schema_version
-	FROM runs r JOIN run_events e ON e.tenant_id = r.tenant_id AND e.run_id = r.run_id
-	WHERE r.tenant_id = $1::text AND r.run_id = $2::text AND e.seq = $3::bigint
-), ins AS (
-	INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
-		status, status_reason, next_step, state, state_revision, parent_run_id, parent_revision,
-		idempotency_key, request_digest, created_at, updated_at)
-	SELECT $1::text, $4::text, workflow_name, workflow_version, state_schema_version,
-		CASE WHEN status IN ` + terminalSQL + ` THEN 'suspended' ELSE status END,
-		'', next_step, state, $3::bigint, $5::text, $6::bigint, NULLIF($7::text, ''), $8::text, now(), now()
-	FROM src
-	ON CONFLICT DO NOTHING
-	RETURNING ` + runCols + `
-), ev AS (
-	INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
-		state, next_step, status, state_schema_version, created_at)
-	SELECT e.tenant_id, ins.run_id, e.seq, e.event_type, e.step_id, e.attempt, e.payload,
-		e.state, e.next_step, e.status, e.state_schema_version, e.created_at
-	FROM run_events e, ins
-	WHERE e.tenant_id = $1 AND e.run_id = $2 AND e.seq <= $3
-)
-SELECT ` + runCols + ` FROM ins`
+// forkRunSQL creates the fork from the event at the revision (read and
+// rebuilt by the caller in the same transaction). The spend totals are
+// those of the source's payloads through the revision, summed as
+// run.SpendOf reads them (NULL if the source keeps none).
+const forkRunSQL = `
+INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
+	status, status_reason, next_step, state, state_revision, parent_run_id, parent_revision,
+	idempotency_key, request_digest, created_at, updated_at, chain_head, verified_seq, spent)
+SELECT $1::text, $4::text, r.workflow_name, r.workflow_version, $9::int,
+	CASE WHEN $10::text IN ` + terminalSQL + ` THEN 'suspended' ELSE $10::text END,
+	'', $11::text, $12::jsonb, $3::bigint, $5::text, $6::bigint, NULLIF($7::text, ''), $8::text, now(), now(),
+	$13::text, 0,
+	CASE WHEN r.spent IS NULL THEN NULL ELSE (
+		SELECT coalesce(jsonb_object_agg(x.key, x.total), '{}'::jsonb) FROM (
+			SELECT m.key, sum(m.value::numeric) AS total
+			FROM run_events e, jsonb_each_text(CASE WHEN jsonb_typeof(e.payload -> 'spend') = 'object'
+				THEN e.payload -> 'spend' ELSE '{}'::jsonb END) m
+			WHERE e.tenant_id = $1 AND e.run_id = $2 AND e.seq <= $3
+			  AND jsonb_typeof(e.payload -> 'spend' -> m.key) = 'number' AND m.value ~ '^-?[0-9]{1,18}$'
+			GROUP BY m.key) x) END
+FROM runs r WHERE r.tenant_id = $1 AND r.run_id = $2
+ON CONFLICT DO NOTHING
+RETURNING ` + runCols
 
-// Fork creates nr.Run from the source run's snapshot at revision.
+// forkEventsSQL copies the source's events 1..revision as stored: deltas
+// stay deltas and chains stay valid, since every field hashed is copied.
+const forkEventsSQL = `
+INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
+	state, delta, next_step, status, state_schema_version, created_at, chain)
+SELECT tenant_id, $4::text, seq, event_type, step_id, attempt, payload,
+	state, delta, next_step, status, state_schema_version, created_at, chain
+FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq <= $3`
+
+// Fork creates nr.Run from the source run's event at revision, copying the
+// compact rows of events 1..revision, in one transaction.
 func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr run.NewRun) (run.Run, error) {
 	newID := nr.Run.RunID
-	r, err := scanRun(db.pool.QueryRow(ctx, forkSQL, tenantID, sourceRunID, revision, newID,
-		nr.Run.ParentRunID, nr.Run.ParentRevision, nr.IdempotencyKey, nr.RequestDigest))
-	if err == nil {
-		return r, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	fail := func(err error) (run.Run, error) {
 		return run.Run{}, fmt.Errorf("fork run %s at revision %d as %s: %w", sourceRunID, revision, newID, err)
 	}
-	var srcOK, revOK bool
-	err = db.pool.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM runs WHERE tenant_id = $1 AND run_id = $2),
-		       EXISTS (SELECT 1 FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq = $3)`,
-		tenantID, sourceRunID, revision).Scan(&srcOK, &revOK)
-	switch {
-	case err != nil:
-		return run.Run{}, fmt.Errorf("fork run %s at revision %d: %w", sourceRunID, revision, err)
-	case !srcOK:
-		return run.Run{}, fmt.Errorf("fork run %s: %w", sourceRunID, run.ErrNotFound)
-	case !revOK:
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	snap, ok, err := getEvent(ctx, tx, tenantID, sourceRunID, revision)
+	if err != nil {
+		return fail(err)
+	}
+	if !ok {
+		exists, err := db.runExists(ctx, tenantID, sourceRunID)
+		switch {
+		case err != nil:
+			return fail(err)
+		case !exists:
+			return run.Run{}, fmt.Errorf("fork run %s: %w", sourceRunID, run.ErrNotFound)
+		}
 		return run.Run{}, fmt.Errorf("fork run %s at revision %d: %w", sourceRunID, revision, run.ErrRevisionNotFound)
 	}
-	return run.Run{}, fmt.Errorf("fork run %s as %s: %w", sourceRunID, newID, run.ErrAlreadyExists)
-}
-
-// DeleteTerminalBefore deletes terminal runs last updated before cutoff,
-// with their events and checkpoints. Candidates are found across tenants;
-// the deletes then run per tenant (each statement touches one tenant, as a
-// distributed database routes best), all sent in one batch.
-func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, nil
+	r, err := scanRun(tx.QueryRow(ctx, forkRunSQL, tenantID, sourceRunID, revision, newID,
+		nr.Run.ParentRunID, nr.Run.ParentRevision, nr.IdempotencyKey, nr.RequestDigest,
+		snap.StateSchemaVersion, string(snap.Status), snap.NextStep, snap.State, snap.Chain))
+	if errors.Is(err, pgx.ErrNoRows) {
+		exists, xerr := db.runExists(ctx, tenantID, sourceRunID)
+		switch {
+		case xerr != nil:
+			return fail(xerr)
+		case !exists:
+			return run.Run{}, fmt.Errorf("fork run %s: %w", sourceRunID, run.ErrNotFound)
+		}
+		return run.Run{}, fmt.Errorf("fork run %s as %s: %w", sourceRunID, newID, run.ErrAlreadyExists)
 	}
-	rows, err := db.pool.Query(ctx, `
-		SELECT tenant_id, run_id FROM runs
-		WHERE status IN `+terminalSQL+` AND updated_at < $1
-		ORDER BY updated_at LIMIT $2`, cutoff, limit)
 	if err != nil {
-		return 0, fmt.Errorf("find terminal runs before %s: %w", cutoff.Format(time.RFC3339), err)
+		return fail(err)
 	}
-	byTenant := map[string][]string{}
-	var tenants []string
-	for rows.Next() {
-		var tenant, id string
-		if err := rows.Scan(&tenant, &id); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("find terminal runs: %w", err)
-		}
-		if _, ok := byTenant[tenant]; !ok {
-			tenants = append(tenants, tenant)
-		}
-		byTenant[tenant] = append(byTenant[tenant], id)
+	tag, err := tx.Exec(ctx, forkEventsSQL, tenantID, sourceRunID, revision, newID)
+	if err != nil {
+		return fail(err)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("find terminal runs: %w", err)
+	if tag.RowsAffected() != revision {
+		// The source went (retention) between the reads: nothing is kept.
+		return run.Run{}, fmt.Errorf("fork run %s: copied %d of %d events: %w", sourceRunID, tag.RowsAffected(), revision, run.ErrNotFound)
 	}
-	if len(tenants) == 0 {
-		return 0, nil
+	if err := tx.Commit(ctx); err != nil {
+		return fail(err)
 	}
-	// The status and age are checked again by the DELETE itself, so a run
-	// revived or touched since the scan is kept.
-	var b pgx.Batch
-	for _, tenant := range tenants {
-		b.Queue(`
-			WITH d AS (
-				DELETE FROM runs
-				WHERE tenant_id = $1 AND run_id = ANY($2::text[])
-				  AND status IN `+terminalSQL+` AND updated_at < $3
-				RETURNING run_id
-			), de AS (
-				DELETE FROM run_events e USING d WHERE e.tenant_id = $1 AND e.run_id = d.run_id
-			), dc AS (
-				DELETE FROM run_checkpoints c USING d WHERE c.tenant_id = $1 AND c.run_id = d.run_id
-			), dop AS (
-				DELETE FROM tool_operations o USING d WHERE o.tenant_id = $1 AND o.run_id = d.run_id
-			), dap AS (
-				DELETE FROM approvals a USING d WHERE a.tenant_id = $1 AND a.run_id = d.run_id
-			)
-			SELECT count(*) FROM d`, tenant, byTenant[tenant], cutoff)
-	}
-	br := db.pool.SendBatch(ctx, &b)
-	total := 0
-	for range tenants {
-		var n int
-		if err := br.QueryRow().Scan(&n); err != nil {
-			_ = br.Close()
-			// The batch is one implicit transaction: nothing was deleted.
-			return 0, fmt.Errorf("delete terminal runs: %w", err)
-		}
-		total += n
-	}
-	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("delete terminal runs: %w", err)
-	}
-	return total, nil
+	return r, nil
 }

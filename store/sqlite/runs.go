@@ -19,13 +19,13 @@ const (
 	runColumns = `tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
 	status, status_reason, next_step, state, state_revision,
 	lease_owner, lease_epoch, lease_expires_at, parent_run_id, parent_revision,
-	created_at, updated_at`
+	created_at, updated_at, chain_head, verified_seq, spent`
 	// runColumnsNoState reads the same shape without the state, which can be
 	// large and which a commit replaces anyway.
 	runColumnsNoState = `tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
 	status, status_reason, next_step, '' AS state, state_revision,
 	lease_owner, lease_epoch, lease_expires_at, parent_run_id, parent_revision,
-	created_at, updated_at`
+	created_at, updated_at, chain_head, verified_seq, spent`
 )
 
 // rowScanner is a *sql.Row or *sql.Rows.
@@ -39,13 +39,20 @@ func scanRun(sc rowScanner) (run.Run, error) {
 		expires sql.NullInt64
 		created int64
 		updated int64
+		spent   sql.NullString
 	)
 	err := sc.Scan(&r.TenantID, &r.RunID, &r.WorkflowName, &r.WorkflowVersion, &r.StateSchemaVersion,
 		&status, &r.StatusReason, &r.NextStep, &state, &r.StateRevision,
 		&r.LeaseOwner, &r.LeaseEpoch, &expires, &r.ParentRunID, &r.ParentRevision,
-		&created, &updated)
+		&created, &updated, &r.Chain, &r.VerifiedSeq, &spent)
 	if err != nil {
 		return run.Run{}, err
+	}
+	if spent.Valid {
+		r.Spent = map[string]int64{}
+		if err := json.Unmarshal([]byte(spent.String), &r.Spent); err != nil {
+			return run.Run{}, fmt.Errorf("read spend totals: %w", err)
+		}
 	}
 	r.Status = run.Status(status)
 	r.State = json.RawMessage(state)
@@ -93,26 +100,43 @@ func nullIfEmpty(s string) any {
 	return s
 }
 
+// spentText is the spent column of m (NULL: unknown).
+func spentText(m map[string]int64) any {
+	if m == nil {
+		return nil
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
 func insertRun(ctx context.Context, tx *sql.Tx, r run.Run, idemKey, digest string) error {
 	var expires any
 	if r.LeaseExpiresAt != nil {
 		expires = r.LeaseExpiresAt.UnixMicro()
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`, idempotency_key, request_digest)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.TenantID, r.RunID, r.WorkflowName, r.WorkflowVersion, r.StateSchemaVersion,
 		string(r.Status), r.StatusReason, r.NextStep, string(r.State), r.StateRevision,
 		r.LeaseOwner, r.LeaseEpoch, expires, r.ParentRunID, r.ParentRevision,
-		r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), nullIfEmpty(idemKey), digest)
+		r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), r.Chain, r.VerifiedSeq, spentText(r.Spent),
+		nullIfEmpty(idemKey), digest)
 	return err
 }
 
-func insertEvent(ctx context.Context, tx *sql.Tx, tenantID, runID string, ev run.Event) error {
+// insertEvent writes ev's Change (a snapshot in state, or a delta with
+// state ”) and computes its chain from prev, which it sets on ev.
+func insertEvent(ctx context.Context, tx *sql.Tx, tenantID, runID, prev string, ev *run.Event) error {
+	ev.Chain = run.ChainNext(prev, *ev)
+	state, delta := string(ev.Change), any(nil)
+	if !ev.Snapshot {
+		state, delta = "", string(ev.Change)
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt,
-		payload, state, next_step, status, state_schema_version, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		payload, state, delta, next_step, status, state_schema_version, created_at, chain)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenantID, runID, ev.Seq, ev.EventType, ev.StepID, ev.Attempt,
-		string(ev.Payload), string(ev.State), ev.NextStep, string(ev.Status), ev.StateSchemaVersion, ev.CreatedAt.UnixMicro())
+		string(ev.Payload), state, delta, ev.NextStep, string(ev.Status), ev.StateSchemaVersion, ev.CreatedAt.UnixMicro(), ev.Chain)
 	return err
 }
 
@@ -132,6 +156,7 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 	}
 	r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = "", 0, nil
 	r.CreatedAt, r.UpdatedAt = now, now
+	r.Spent, r.VerifiedSeq = map[string]int64{}, 0
 	payload, err := json.Marshal(map[string]any{
 		"workflow_name": r.WorkflowName, "workflow_version": r.WorkflowVersion,
 		"state_schema_version": r.StateSchemaVersion,
@@ -162,14 +187,17 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 		} else if !errors.Is(err, run.ErrNotFound) {
 			return err
 		}
+		ev := run.Event{
+			Seq: 1, EventType: run.EventRunCreated, Payload: payload, CreatedAt: now,
+			State: r.State, NextStep: r.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,
+			Change: r.State, Snapshot: true,
+		}
+		r.Chain = run.ChainNext("", ev)
 		if err := insertRun(ctx, tx, r, nr.IdempotencyKey, nr.RequestDigest); err != nil {
 			return err
 		}
 		created = true
-		return insertEvent(ctx, tx, r.TenantID, r.RunID, run.Event{
-			Seq: 1, EventType: run.EventRunCreated, Payload: payload, CreatedAt: now,
-			State: r.State, NextStep: r.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,
-		})
+		return insertEvent(ctx, tx, r.TenantID, r.RunID, "", &ev)
 	})
 	if err != nil {
 		return run.Run{}, false, fmt.Errorf("sqlite create run: %w", err)
@@ -237,7 +265,7 @@ func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq i
 	if limit <= 0 {
 		limit = run.DefaultListSize
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT seq, event_type, step_id, attempt, payload, created_at
+	rows, err := db.r.QueryContext(ctx, `SELECT `+eventColumns+`
 		FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
 		tenantID, runID, afterSeq, limit)
 	if err != nil {
@@ -246,16 +274,10 @@ func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq i
 	defer rows.Close()
 	out := []run.Event{}
 	for rows.Next() {
-		var (
-			ev      run.Event
-			payload []byte
-			created int64
-		)
-		if err := rows.Scan(&ev.Seq, &ev.EventType, &ev.StepID, &ev.Attempt, &payload, &created); err != nil {
+		ev, err := scanEvent(rows)
+		if err != nil {
 			return nil, fmt.Errorf("sqlite list events: %w", err)
 		}
-		ev.Payload = json.RawMessage(payload)
-		ev.CreatedAt = fromMicros(created)
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
@@ -270,31 +292,81 @@ func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq i
 	return out, nil
 }
 
-func getEvent(ctx context.Context, q querier, tenantID, runID string, seq int64) (run.Event, error) {
+// eventColumns is what scanEvent reads. A row from before compact history
+// has its state and no delta: a snapshot.
+const eventColumns = `seq, event_type, step_id, attempt, payload, created_at, next_step, status,
+	state_schema_version, coalesce(delta, state), delta IS NULL, chain`
+
+func scanEvent(sc rowScanner) (run.Event, error) {
 	var (
-		ev             run.Event
-		payload, state []byte
-		status         string
-		created        int64
+		ev              run.Event
+		payload, change []byte
+		status          string
+		created         int64
 	)
-	err := q.QueryRowContext(ctx, `SELECT seq, event_type, step_id, attempt, payload, created_at,
-		state, next_step, status, state_schema_version
-		FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq = ?`, tenantID, runID, seq).
-		Scan(&ev.Seq, &ev.EventType, &ev.StepID, &ev.Attempt, &payload, &created,
-			&state, &ev.NextStep, &status, &ev.StateSchemaVersion)
-	if errors.Is(err, sql.ErrNoRows) {
+	if err := sc.Scan(&ev.Seq, &ev.EventType, &ev.StepID, &ev.Attempt, &payload, &created,
+		&ev.NextStep, &status, &ev.StateSchemaVersion, &change, &ev.Snapshot, &ev.Chain); err != nil {
+		return run.Event{}, err
+	}
+	ev.Payload = json.RawMessage(payload)
+	ev.Change = json.RawMessage(change)
+	ev.Status = run.Status(status)
+	ev.CreatedAt = fromMicros(created)
+	return ev, nil
+}
+
+// snapshotBase is the seq of the snapshot at or before seq.
+func snapshotBase(seq int64) int64 {
+	if seq < run.SnapshotEvery {
+		return 1
+	}
+	return seq - seq%run.SnapshotEvery
+}
+
+// getEvent reads the event at seq and the events back to the snapshot it
+// is rebuilt from (at most run.SnapshotEvery rows).
+func getEvent(ctx context.Context, q querier, tenantID, runID string, seq int64) (run.Event, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+eventColumns+`
+		FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq BETWEEN ? AND ? ORDER BY seq`,
+		tenantID, runID, snapshotBase(seq), seq)
+	if err != nil {
+		return run.Event{}, err
+	}
+	defer rows.Close()
+	var evs []run.Event
+	for rows.Next() {
+		ev, err := scanEvent(rows)
+		if err != nil {
+			return run.Event{}, err
+		}
+		evs = append(evs, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return run.Event{}, err
+	}
+	if len(evs) == 0 || evs[len(evs)-1].Seq != seq {
 		if err := runExists(ctx, q, tenantID, runID); err != nil {
 			return run.Event{}, err
 		}
 		return run.Event{}, run.ErrRevisionNotFound
 	}
-	if err != nil {
+	base := -1
+	for i, ev := range evs {
+		if ev.Snapshot {
+			base = i
+		}
+	}
+	if base < 0 {
+		return run.Event{}, fmt.Errorf("no snapshot at or before seq %d", seq)
+	}
+	deltas := make([]json.RawMessage, 0, len(evs)-base-1)
+	for _, ev := range evs[base+1:] {
+		deltas = append(deltas, ev.Change)
+	}
+	ev := evs[len(evs)-1]
+	if ev.State, err = run.ApplyDeltas(evs[base].Change, deltas); err != nil {
 		return run.Event{}, err
 	}
-	ev.Payload = json.RawMessage(payload)
-	ev.State = json.RawMessage(state)
-	ev.Status = run.Status(status)
-	ev.CreatedAt = fromMicros(created)
 	return ev, nil
 }
 
@@ -341,7 +413,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 			WHERE tenant_id = ? AND run_id = ?`, owner, newEpoch, expires, tenantID, runID); err != nil {
 			return err
 		}
-		l = run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: fromMicros(expires)}
+		l = run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: fromMicros(expires), Revision: r.StateRevision}
 		return nil
 	})
 	if err != nil {
@@ -380,7 +452,8 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		ev  run.Event
 	)
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		r, err := getRunCols(ctx, tx, runColumnsNoState, tenantID, runID)
+		// The old state is read for the delta (the commit replaces it).
+		r, err := getRun(ctx, tx, tenantID, runID)
 		if err != nil {
 			return err
 		}
@@ -399,6 +472,7 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 			return &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: r.StateRevision}
 		}
 		ts := fromMicros(now)
+		oldState := r.State
 		r.State = c.State
 		if len(r.State) == 0 {
 			r.State = json.RawMessage(`{}`)
@@ -421,15 +495,29 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 			Seq: r.StateRevision, EventType: c.Event.EventType, StepID: c.Event.StepID, Attempt: c.Event.Attempt,
 			Payload: payload, CreatedAt: ts,
 			State: r.State, NextStep: r.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,
+			Change: r.State, Snapshot: run.IsSnapshotSeq(r.StateRevision),
 		}
-		if err := insertEvent(ctx, tx, tenantID, runID, ev); err != nil {
+		if !ev.Snapshot {
+			if ev.Change, err = run.MakeDelta(oldState, r.State); err != nil {
+				return err
+			}
+		}
+		if err := insertEvent(ctx, tx, tenantID, runID, r.Chain, &ev); err != nil {
 			return err
 		}
+		r.Chain = ev.Chain
+		if c.Spend != nil {
+			r.Spent = run.AddSpend(r.Spent, c.Spend)
+		}
+		if c.VerifiedSeq > 0 {
+			r.VerifiedSeq = c.VerifiedSeq
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, next_step = ?, status = ?, status_reason = ?,
-			state_schema_version = ?, state_revision = ?, updated_at = ?
+			state_schema_version = ?, state_revision = ?, updated_at = ?, chain_head = ?, verified_seq = ?, spent = ?,
+			finished_at = CASE WHEN ? THEN ? ELSE finished_at END
 			WHERE tenant_id = ? AND run_id = ?`,
 			string(r.State), r.NextStep, string(r.Status), r.StatusReason, r.StateSchemaVersion, r.StateRevision, now,
-			tenantID, runID); err != nil {
+			r.Chain, r.VerifiedSeq, spentText(r.Spent), r.Status.Terminal(), now, tenantID, runID); err != nil {
 			return err
 		}
 		out = r
@@ -476,9 +564,13 @@ func (db *DB) CreateCheckpoint(ctx context.Context, tenantID, runID, label strin
 }
 
 // ListCheckpoints lists a run's checkpoints by revision, then label; see run.Store.
-func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string) ([]run.Checkpoint, error) {
+func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string, afterRevision int64, afterLabel string, limit int) ([]run.Checkpoint, error) {
+	if limit <= 0 {
+		limit = run.DefaultListSize
+	}
 	rows, err := db.r.QueryContext(ctx, `SELECT label, revision, created_at FROM run_checkpoints
-		WHERE tenant_id = ? AND run_id = ? ORDER BY revision, label`, tenantID, runID)
+		WHERE tenant_id = ? AND run_id = ? AND (revision, label) > (?, ?)
+		ORDER BY revision, label LIMIT ?`, tenantID, runID, afterRevision, afterLabel, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
 	}
@@ -557,15 +649,21 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 			StateSchemaVersion: snap.StateSchemaVersion, Status: status,
 			NextStep: snap.NextStep, State: snap.State, StateRevision: revision,
 			ParentRunID: sourceRunID, ParentRevision: revision,
-			CreatedAt: now, UpdatedAt: now,
+			CreatedAt: now, UpdatedAt: now, Chain: snap.Chain,
+		}
+		if src.Spent != nil {
+			if r.Spent, err = sumSpend(ctx, tx, tenantID, sourceRunID, revision); err != nil {
+				return err
+			}
 		}
 		if err := insertRun(ctx, tx, r, "", ""); err != nil {
 			return err
 		}
+		// The compact rows are copied as stored: deltas stay deltas, chains stay valid.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt,
-				payload, state, next_step, status, state_schema_version, created_at)
+				payload, state, delta, next_step, status, state_schema_version, created_at, chain)
 			SELECT tenant_id, ?, seq, event_type, step_id, attempt,
-				payload, state, next_step, status, state_schema_version, created_at
+				payload, state, delta, next_step, status, state_schema_version, created_at, chain
 			FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq <= ?`,
 			r.RunID, tenantID, sourceRunID, revision); err != nil {
 			return err
@@ -579,42 +677,23 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 	return out, nil
 }
 
-// DeleteTerminalBefore deletes old terminal runs with their events and
-// checkpoints, across tenants, at most limit per call; see run.Store.
-func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, nil
-	}
-	deleted := 0
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		keys, err := queryKeys(ctx, tx, `SELECT tenant_id, run_id FROM runs
-			WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ?
-			ORDER BY updated_at LIMIT ?`, cutoff.UnixMicro(), limit)
-		if err != nil {
-			return err
-		}
-		// Explicit deletes, tenant first, rather than relying on the cascade:
-		// the same statements a distributed backend would run per shard.
-		for _, k := range keys {
-			for _, q := range []string{
-				`DELETE FROM run_events WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM run_checkpoints WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM tool_operations WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM approvals WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM runs WHERE tenant_id = ? AND run_id = ?`,
-			} {
-				if _, err := tx.ExecContext(ctx, q, k.tenant, k.id); err != nil {
-					return err
-				}
-			}
-		}
-		deleted = len(keys)
-		return nil
-	})
+// sumSpend totals run.SpendOf over the payloads of events 1..through.
+func sumSpend(ctx context.Context, tx *sql.Tx, tenantID, runID string, through int64) (map[string]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT payload FROM run_events
+		WHERE tenant_id = ? AND run_id = ? AND seq <= ? AND instr(payload, '"spend"') > 0`, tenantID, runID, through)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite delete terminal runs before %s: %w", cutoff.UTC().Format(time.RFC3339Nano), err)
+		return nil, err
 	}
-	return deleted, nil
+	defer rows.Close()
+	total := map[string]int64{}
+	for rows.Next() {
+		var p []byte
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		total = run.AddSpend(total, run.SpendOf(p))
+	}
+	return total, rows.Err()
 }
 
 // rowKey is a tenant and an id, as selected by the sweeps.

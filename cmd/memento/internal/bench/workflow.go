@@ -149,11 +149,12 @@ func measureWorkflows(ctx context.Context, eng *workflow.Engine, seq *atomic.Int
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				id := "wf-" + strconv.FormatInt(seq.Add(1), 10) + "-" + randHex(3)
-				if _, _, err := eng.Start(ctx, "bench-noop", id, nil); err != nil {
+				r, _, err := eng.Start(ctx, "bench-noop", id, nil)
+				if err != nil {
 					cancel(err)
 					return
 				}
-				r, err := eng.Drive(ctx, id)
+				r, err = eng.DriveRun(ctx, r)
 				if err != nil {
 					cancel(err)
 					return

@@ -17,12 +17,12 @@ import (
 )
 
 // PeerDir is where the DBOS peer's module lives in the source tree.
-const PeerDir = "bench/dbospeer"
+const PeerDir = "cmd/memento/internal/bench/dbospeer"
 
 // DefaultPeerSteps is the number of no-op steps in each DBOS workflow.
 const DefaultPeerSteps = 10
 
-// PeerConfig says how to run the DBOS Transact peer (bench/dbospeer, its
+// PeerConfig says how to run the DBOS Transact peer (cmd/memento/internal/bench/dbospeer, its
 // own Go module, so Memento's module never depends on DBOS).
 type PeerConfig struct {
 	Skip bool
@@ -30,7 +30,7 @@ type PeerConfig struct {
 	// Dir with the go command.
 	Bin string
 	// Dir is the dbospeer module's directory; if empty it is looked for as
-	// bench/dbospeer above the working directory.
+	// cmd/memento/internal/bench/dbospeer above the working directory.
 	Dir string
 	// Steps is the number of no-op steps per workflow (0: DefaultPeerSteps).
 	Steps int
@@ -137,7 +137,7 @@ func (p *peerRunner) run(ctx context.Context, pgURL string, conc []int, warmup, 
 	return res, nil
 }
 
-// FindPeerDir looks for bench/dbospeer in the working directory and its
+// FindPeerDir looks for cmd/memento/internal/bench/dbospeer in the working directory and its
 // parents (the source tree of Memento).
 func FindPeerDir() (string, error) {
 	wd, err := os.Getwd()

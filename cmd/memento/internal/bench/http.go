@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +37,10 @@ func startHTTP(ctx context.Context, pgURL string) (*httpBench, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start server: %w", err)
 	}
-	eng, err := memento.Open(ctx, memento.Config{PostgresURL: pgURL, DataDir: dir})
+	// A throwaway vault key: the bench keeps no session beyond its run.
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	eng, err := memento.Open(ctx, memento.Config{PostgresURL: pgURL, DataDir: dir, PII: memento.PIIConfig{Key: key}})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("open server engine: %w", err)

@@ -1,4 +1,4 @@
-module github.com/mementohq/memento/bench/dbospeer
+module github.com/mementohq/memento/cmd/memento/internal/bench/dbospeer
 
 go 1.26.8
 
