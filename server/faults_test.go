@@ -326,7 +326,7 @@ func TestUnreachableRedisIs503(t *testing.T) {
 	u.Host = p.ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir()})
+	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
