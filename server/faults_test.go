@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,13 +61,31 @@ func (p *pgProxy) accept() {
 		p.mu.Lock()
 		p.conns = append(p.conns, c, up)
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-		go p.forward(c, up)
+		cutting := new(atomic.Bool)
+		go p.backward(c, up, cutting)
+		go p.forward(c, up, cutting)
+	}
+}
+
+// backward copies server to client, dropping everything once cutting.
+func (p *pgProxy) backward(c, up net.Conn, cutting *atomic.Bool) {
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := up.Read(buf)
+		if n > 0 && !cutting.Load() {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
 // forward copies client to server, watching for the cut marker.
-func (p *pgProxy) forward(c, up net.Conn) {
+func (p *pgProxy) forward(c, up net.Conn, cutting *atomic.Bool) {
 	defer c.Close()
 	defer up.Close()
 	buf := make([]byte, 64<<10)
@@ -85,15 +103,27 @@ func (p *pgProxy) forward(c, up net.Conn) {
 				p.cut <- struct{}{}
 				return
 			}
+			if hit {
+				cutting.Store(true)
+			}
 			if _, werr := up.Write(buf[:n]); werr != nil {
 				return
 			}
 			if hit {
-				// Let the server run (and commit) the statement, then break
-				// the connection before its answer gets back.
-				_ = c.(*net.TCPConn).CloseWrite()
-				time.Sleep(300 * time.Millisecond)
-				_ = c.Close()
+				// Let the rest of the statement (its Sync may come in a later
+				// read) reach the server and run, answers going nowhere; then
+				// break the connection.
+				_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+				for {
+					m, err := c.Read(buf)
+					if m > 0 {
+						_, _ = up.Write(buf[:m])
+					}
+					if err != nil {
+						break
+					}
+				}
+				time.Sleep(200 * time.Millisecond)
 				p.cut <- struct{}{}
 				return
 			}
