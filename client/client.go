@@ -71,6 +71,13 @@ func IdempotencyKey(key string) CallOption {
 	return func(r *request) { r.header.Set("Idempotency-Key", key) }
 }
 
+// ReturnMinimal asks a commit to answer without echoing the state
+// (Prefer: return=minimal, RFC 7240): the CommitResult's Run then holds
+// only RunID, StateRevision, Status and NextStep, its Event only Seq.
+func ReturnMinimal() CallOption {
+	return func(r *request) { r.header.Set("Prefer", "return=minimal") }
+}
+
 // Header sets an extra request header.
 func Header(name, value string) CallOption {
 	return func(r *request) { r.header.Set(name, value) }

@@ -36,11 +36,12 @@ type RevisionConflictError struct {
 	Current int64
 }
 
+// Error says the facts only: callers wrap it with the run and operation.
 func (e *RevisionConflictError) Error() string {
 	if e.Current == 0 {
-		return fmt.Sprintf("run %s: expected revision %d: a concurrent change: %v", e.RunID, e.Expected, ErrRevisionConflict)
+		return fmt.Sprintf("a concurrent change moved the run past revision %d", e.Expected)
 	}
-	return fmt.Sprintf("run %s: expected revision %d, the run is at %d: %v", e.RunID, e.Expected, e.Current, ErrRevisionConflict)
+	return fmt.Sprintf("the run is at revision %d, not the expected %d", e.Current, e.Expected)
 }
 
 func (e *RevisionConflictError) Unwrap() error { return ErrRevisionConflict }
@@ -54,14 +55,15 @@ type LeaseHeldError struct {
 	ExpiresAt *time.Time
 }
 
+// Error says the facts only: callers wrap it with the run and operation.
 func (e *LeaseHeldError) Error() string {
 	switch {
 	case e.Owner == "":
-		return fmt.Sprintf("run %s: %v", e.RunID, ErrLeaseHeld)
+		return ErrLeaseHeld.Error()
 	case e.ExpiresAt == nil:
-		return fmt.Sprintf("run %s: held by %s: %v", e.RunID, e.Owner, ErrLeaseHeld)
+		return "the lease is held by " + e.Owner
 	}
-	return fmt.Sprintf("run %s: held by %s until %s: %v", e.RunID, e.Owner, e.ExpiresAt.UTC().Format(time.RFC3339Nano), ErrLeaseHeld)
+	return fmt.Sprintf("the lease is held by %s until %s", e.Owner, e.ExpiresAt.UTC().Format(time.RFC3339Nano))
 }
 
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }

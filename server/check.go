@@ -1,17 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
-	"github.com/go-json-experiment/json/jsontext"
-
+	"github.com/mementohq/memento/internal/jsoncheck"
 	"github.com/mementohq/memento/problem"
 )
 
@@ -24,7 +19,7 @@ const (
 	// MaxJSONDepth bounds how deeply a request body nests, the body's own
 	// object counting as one level; a stored document (state, payload,
 	// metadata) inside a body is therefore shallower still.
-	MaxJSONDepth = 64
+	MaxJSONDepth = jsoncheck.MaxDepth
 	// MaxIDBytes bounds a path id, an id-like header (Idempotency-Key)
 	// and the name of a query parameter.
 	MaxIDBytes = 256
@@ -107,83 +102,17 @@ func pathParams(path string) []string {
 	return names
 }
 
-var decoders = sync.Pool{New: func() any { return new(bodyDecoder) }}
-
-type bodyDecoder struct {
-	rd  bytes.Reader
-	dec jsontext.Decoder
-}
-
-var nulEscape = []byte(`\u0000`)
-
-// checkJSON checks that b is exactly one JSON value (nothing after it), of
-// valid UTF-8 with no lone surrogate escape, no NUL character, no
-// duplicate member name, nested at most MaxJSONDepth levels. Malformed
-// JSON is a 400; well-formed JSON with text or depth no store keeps is a 422.
+// checkJSON checks that b is exactly one JSON value every store keeps
+// faithfully (jsoncheck): malformed JSON is a 400; well-formed JSON with
+// text or nesting no store keeps is a 422.
 func checkJSON(b []byte) error {
-	d := decoders.Get().(*bodyDecoder)
-	defer decoders.Put(d)
-	d.rd.Reset(b)
-	d.dec.Reset(&d.rd)
-	for started := false; ; started = true {
-		if started && d.dec.StackDepth() == 0 {
-			if _, err := d.dec.ReadToken(); err != io.EOF {
-				return badRequest("unexpected data after the JSON object")
-			}
-			return nil
-		}
-		if d.dec.PeekKind() == '"' {
-			v, err := d.dec.ReadValue()
-			if err != nil {
-				return jsonError(b, err)
-			}
-			if bytes.Contains(v, nulEscape) {
-				if s, err := jsontext.AppendUnquote(nil, v); err == nil && bytes.IndexByte(s, 0) >= 0 {
-					return unprocessable("a JSON string contains a NUL character (\\u0000) at %s; no store keeps it", pointerOf(d.dec.StackPointer()))
-				}
-			}
-			continue
-		}
-		tok, err := d.dec.ReadToken()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return jsonError(b, err)
-		}
-		if k := tok.Kind(); (k == '{' || k == '[') && d.dec.StackDepth() > MaxJSONDepth {
-			return unprocessable("JSON nests deeper than %d levels (at %s); flatten the document", MaxJSONDepth, pointerOf(d.dec.StackPointer()))
-		}
+	err := jsoncheck.Check(b, MaxJSONDepth)
+	var je *jsoncheck.Error
+	if !errors.As(err, &je) {
+		return err
 	}
-}
-
-// jsonError words a jsontext error: text that is not UTF-8 (or a lone
-// surrogate escape) is 422, a duplicate name or broken syntax 400.
-func jsonError(b []byte, err error) error {
-	if errors.Is(err, jsontext.ErrDuplicateName) {
-		return badRequest("malformed JSON: %v", trimJSONErr(err))
+	if je.Kind == jsoncheck.Syntax {
+		return badRequest("%s", je.Detail)
 	}
-	// The same text read leniently tells an encoding problem from a syntax one.
-	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
-	var lerr error
-	for lerr == nil {
-		_, lerr = dec.ReadToken()
-	}
-	if lerr == io.EOF {
-		return unprocessable("a JSON string is not valid UTF-8 or has a lone surrogate escape (such as \\ud800 without its pair): %v", trimJSONErr(err))
-	}
-	if errors.Is(lerr, io.ErrUnexpectedEOF) {
-		return badRequest("malformed JSON: the body ends in the middle of a value")
-	}
-	return badRequest("malformed JSON: %v", trimJSONErr(lerr))
-}
-
-func trimJSONErr(err error) string { return strings.TrimPrefix(err.Error(), "jsontext: ") }
-
-// pointerOf says where in the body a problem is, as a JSON Pointer.
-func pointerOf(p jsontext.Pointer) string {
-	if p == "" {
-		return "the top level"
-	}
-	return fmt.Sprintf("%q", string(p))
+	return unprocessable("%s", je.Detail)
 }

@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,13 +61,31 @@ func (p *pgProxy) accept() {
 		p.mu.Lock()
 		p.conns = append(p.conns, c, up)
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-		go p.forward(c, up)
+		cutting := new(atomic.Bool)
+		go p.backward(c, up, cutting)
+		go p.forward(c, up, cutting)
+	}
+}
+
+// backward copies server to client, dropping everything once cutting.
+func (p *pgProxy) backward(c, up net.Conn, cutting *atomic.Bool) {
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := up.Read(buf)
+		if n > 0 && !cutting.Load() {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 
 // forward copies client to server, watching for the cut marker.
-func (p *pgProxy) forward(c, up net.Conn) {
+func (p *pgProxy) forward(c, up net.Conn, cutting *atomic.Bool) {
 	defer c.Close()
 	defer up.Close()
 	buf := make([]byte, 64<<10)
@@ -85,15 +103,27 @@ func (p *pgProxy) forward(c, up net.Conn) {
 				p.cut <- struct{}{}
 				return
 			}
+			if hit {
+				cutting.Store(true)
+			}
 			if _, werr := up.Write(buf[:n]); werr != nil {
 				return
 			}
 			if hit {
-				// Let the server run (and commit) the statement, then break
-				// the connection before its answer gets back.
-				_ = c.(*net.TCPConn).CloseWrite()
-				time.Sleep(300 * time.Millisecond)
-				_ = c.Close()
+				// Let the rest of the statement (its Sync may come in a later
+				// read) reach the server and run, answers going nowhere; then
+				// break the connection.
+				_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+				for {
+					m, err := c.Read(buf)
+					if m > 0 {
+						_, _ = up.Write(buf[:m])
+					}
+					if err != nil {
+						break
+					}
+				}
+				time.Sleep(200 * time.Millisecond)
 				p.cut <- struct{}{}
 				return
 			}
@@ -190,6 +220,10 @@ func TestUnreachableDatabaseIs503(t *testing.T) {
 	p.close()
 	expectRetryable(t, e, e.do(t, "GET", "/v1/runs/u1", nil, nil), 503, "unavailable")
 	expectRetryable(t, e, e.do(t, "GET", "/v1/runs", nil, nil), 503, "unavailable")
+	ready := expectRetryable(t, e, e.do(t, "GET", "/readyz", nil, nil), 503, "not-ready")
+	if strings.Contains(strings.ToLower(ready.Detail), "postgres") {
+		t.Errorf("readyz names the backend: %s", ready.Detail)
+	}
 	_, err := e.c.GetRun(context.Background(), "u1")
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Kind() != "unavailable" || ce.RetryAfter != time.Second || ce.RequestID == "" {
@@ -306,4 +340,35 @@ func TestHungDatabaseHitsTheDeadline(t *testing.T) {
 	if got.StateRevision != 1 || got.NextStep == "next-late" {
 		t.Fatalf("the timed-out commit was applied: %+v", got)
 	}
+}
+
+// TestUnreachableRedisIs503: sessions on a Redis that is cut off answer
+// 503 unavailable with Retry-After, not 500.
+func TestUnreachableRedisIs503(t *testing.T) {
+	rdb, redisURL := storetest.RedisClient(t)
+	tenant := storetest.RandomID("t-")
+	storetest.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPGProxy(t, u.Host) // a plain TCP proxy; nothing in it is PostgreSQL's
+	u.Host = p.ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	const key = "redis-fault-key-0123456789"
+	e := serveEngine(t, eng, key+"="+tenant+":writer", key)
+	h := map[string]string{"Authorization": "Bearer " + key}
+	if res := e.do(t, "PUT", "/v1/sessions/s1", `{"user_id":"u1","state":{"a":1}}`, h); res.status != 201 {
+		t.Fatalf("put: %d %s", res.status, res.body)
+	}
+	p.close()
+	expectRetryable(t, e, e.do(t, "GET", "/v1/sessions/s1?user_id=u1", nil, h), 503, "unavailable")
+	expectRetryable(t, e, e.do(t, "POST", "/v1/sessions/s1/messages?user_id=u1", `{"messages":[{"role":"user","content":"hi"}]}`, h), 503, "unavailable")
+	expectRetryable(t, e, e.do(t, "GET", "/v1/sessions?user_id=u1", nil, h), 503, "unavailable")
 }

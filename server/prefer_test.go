@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/mementohq/memento/client"
 )
 
 // TestCommitPreferMinimal: with Prefer: return=minimal (RFC 7240) a commit
@@ -28,7 +31,11 @@ func TestCommitPreferMinimal(t *testing.T) {
 	if strings.Contains(string(res.body), "secret") || res.header.Get("ETag") != `"2"` {
 		t.Fatalf("minimal answer echoes the state or lacks the ETag: %v %s", res.header, res.body)
 	}
-	full := e.do(t, "POST", "/v1/runs/m1/commit", commitReq(2, l, "b", `{"secret":"big state"}`), nil)
+	res2, err := e.c.Commit(context.Background(), "m1", commitReq(2, l, "c", `{"secret":"big state"}`), client.ReturnMinimal())
+	if err != nil || res2.Run.StateRevision != 3 || res2.Run.RunID != "m1" || res2.Run.NextStep != "next-c" || res2.Event.Seq != 3 || res2.Run.State != nil {
+		t.Fatalf("client minimal commit: %+v, %v", res2, err)
+	}
+	full := e.do(t, "POST", "/v1/runs/m1/commit", commitReq(3, l, "b", `{"secret":"big state"}`), nil)
 	if full.status != 200 || full.header.Get("Preference-Applied") != "" || !strings.Contains(string(full.body), `"state":{"secret":"big state"}`) {
 		t.Fatalf("full answer %d %v %s", full.status, full.header, full.body)
 	}

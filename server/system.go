@@ -31,7 +31,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	if err := s.ready(ctx); err != nil {
 		s.log.Warn("not ready", "request_id", infoOf(r).id, "error", err.Error())
-		return newError(problem.NotReady, err.Error())
+		// Which store and why is for the log, not for whoever asks.
+		return newError(problem.NotReady, "a store does not answer; the server log has the details under this request_id")
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "backend": s.backend})
 	return nil

@@ -30,7 +30,9 @@ func TestTypedErrorsCarryTheirFacts(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := e.do(t, "POST", "/v1/runs/t1/commit", commitReq(1, l, "c", `{}`), nil)
-		expectProblem(t, res, 409, "revision-conflict")
+		if p := expectProblem(t, res, 409, "revision-conflict"); strings.Count(p.Detail, "t1") != 1 || strings.Count(p.Detail, "revision") > 2 {
+			t.Errorf("conflict detail repeats itself: %q", p.Detail)
+		}
 		var body struct {
 			CurrentRevision int64 `json:"current_revision"`
 		}
@@ -44,7 +46,9 @@ func TestTypedErrorsCarryTheirFacts(t *testing.T) {
 		}
 
 		res = e.do(t, "POST", "/v1/runs/t1/lease", `{"owner":"worker-2"}`, nil)
-		expectProblem(t, res, 409, "lease-held")
+		if p := expectProblem(t, res, 409, "lease-held"); strings.Count(p.Detail, "t1") != 1 || strings.Count(p.Detail, "held") != 1 {
+			t.Errorf("lease-held detail repeats itself: %q", p.Detail)
+		}
 		var held struct {
 			LeaseOwner     string     `json:"lease_owner"`
 			LeaseExpiresAt *time.Time `json:"lease_expires_at"`

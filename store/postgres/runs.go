@@ -450,7 +450,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 		case epoch > 0:
 			return run.Lease{}, fmt.Errorf("renew lease of run %s for %s at epoch %d: %w", runID, owner, epoch, run.ErrLeaseLost)
 		case live && holder != owner:
-			return run.Lease{}, fmt.Errorf("lease run %s for %s: %w", runID, owner, &run.LeaseHeldError{RunID: runID, Owner: holder, ExpiresAt: utcPtr(until)})
+			return run.Lease{}, &run.LeaseHeldError{RunID: runID, Owner: holder, ExpiresAt: utcPtr(until)}
 		case attempt >= 2:
 			// Freed and retaken between our statements, repeatedly.
 			return run.Lease{}, fmt.Errorf("lease run %s for %s: %w", runID, owner, run.ErrLeaseHeld)
@@ -637,7 +637,7 @@ func (db *DB) diagnoseCommit(ctx context.Context, tenantID, runID string, c run.
 	case owner != c.Owner || epoch != c.Epoch || !live:
 		return fmt.Errorf("commit run %s: lease of %s at epoch %d: %w", runID, c.Owner, c.Epoch, run.ErrLeaseLost)
 	case revision != c.ExpectedRevision:
-		return fmt.Errorf("commit run %s: %w", runID, &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: revision})
+		return &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: revision}
 	}
 	// Every check passes now, so the run changed between the two statements
 	// (a revision only grows and an expired lease never comes back): the

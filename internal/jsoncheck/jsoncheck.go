@@ -1,0 +1,121 @@
+// Package jsoncheck checks that a JSON text is one that every store keeps
+// faithfully and every later answer can carry: exactly one value, valid
+// UTF-8 with no lone surrogate escape, no NUL character, no duplicate
+// member name, nested no deeper than a bound.
+package jsoncheck
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// MaxDepth is the nesting bound of stored documents and request bodies.
+const MaxDepth = 64
+
+// Kind says what is wrong with a text.
+type Kind int
+
+// The kinds of Error: Syntax (malformed, including duplicate names and
+// trailing data) is the caller's bad JSON; Text (NUL, invalid UTF-8, lone
+// surrogate) and Depth are well-formed JSON no store keeps.
+const (
+	Syntax Kind = iota + 1
+	Text
+	Depth
+)
+
+// Error is a refused text: its kind and a detail for the caller.
+type Error struct {
+	Kind   Kind
+	Detail string
+}
+
+func (e *Error) Error() string { return e.Detail }
+
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
+
+type decoder struct {
+	rd  bytes.Reader
+	dec jsontext.Decoder
+}
+
+var nulEscape = []byte(`\u0000`)
+
+// Check returns nil for an acceptable text and an *Error otherwise. An
+// empty text (nothing but space) is accepted: whether a value is required
+// is the caller's rule.
+func Check(b []byte, maxDepth int) error {
+	d := decoders.Get().(*decoder)
+	defer decoders.Put(d)
+	d.rd.Reset(b)
+	d.dec.Reset(&d.rd)
+	top := d.dec.PeekKind()
+	for started := false; ; started = true {
+		if started && d.dec.StackDepth() == 0 {
+			if _, err := d.dec.ReadToken(); err != io.EOF {
+				if top == '{' {
+					return &Error{Syntax, "unexpected data after the JSON object"}
+				}
+				return &Error{Syntax, "unexpected data after the JSON value"}
+			}
+			return nil
+		}
+		if d.dec.PeekKind() == '"' {
+			v, err := d.dec.ReadValue()
+			if err != nil {
+				return classify(b, err)
+			}
+			if bytes.Contains(v, nulEscape) {
+				if s, err := jsontext.AppendUnquote(nil, v); err == nil && bytes.IndexByte(s, 0) >= 0 {
+					return &Error{Text, fmt.Sprintf("a JSON string contains a NUL character (\\u0000) at %s; no store keeps it", where(d.dec.StackPointer()))}
+				}
+			}
+			continue
+		}
+		tok, err := d.dec.ReadToken()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return classify(b, err)
+		}
+		if k := tok.Kind(); (k == '{' || k == '[') && d.dec.StackDepth() > maxDepth {
+			return &Error{Depth, fmt.Sprintf("JSON nests deeper than %d levels (at %s); flatten the document", maxDepth, where(d.dec.StackPointer()))}
+		}
+	}
+}
+
+// classify words a jsontext error: the same text read leniently tells an
+// encoding problem from a syntax one.
+func classify(b []byte, err error) error {
+	if errors.Is(err, jsontext.ErrDuplicateName) {
+		return &Error{Syntax, "malformed JSON: " + trim(err)}
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+	var lerr error
+	for lerr == nil {
+		_, lerr = dec.ReadToken()
+	}
+	switch {
+	case lerr == io.EOF:
+		return &Error{Text, "a JSON string is not valid UTF-8 or has a lone surrogate escape (such as \\ud800 without its pair): " + trim(err)}
+	case errors.Is(lerr, io.ErrUnexpectedEOF):
+		return &Error{Syntax, "malformed JSON: the body ends in the middle of a value"}
+	}
+	return &Error{Syntax, "malformed JSON: " + trim(lerr)}
+}
+
+func trim(err error) string { return strings.TrimPrefix(err.Error(), "jsontext: ") }
+
+func where(p jsontext.Pointer) string {
+	if p == "" {
+		return "the top level"
+	}
+	return fmt.Sprintf("%q", string(p))
+}
