@@ -67,7 +67,11 @@ type Store interface {
 	// match and the lease has not expired, and the current status is in
 	// c.FromStatuses. Otherwise nothing changes and the error tells which check
 	// failed, in this order: ErrNotFound, ErrInvalidTransition, ErrLeaseLost,
-	// ErrRevisionConflict. It returns the run as committed and the new event
+	// ErrRevisionConflict, then *SchemaRequiredError: when the run's workflow
+	// has schemas registered (PutSchema) for the tenant, the commit applies
+	// only if c.Schema.Digest is the digest of the one registered for the
+	// version it lands at (c.StateSchemaVersion, or the run's if 0); if that
+	// version has none, Registered is false. It returns the run as committed and the new event
 	// (State the new state; Change, Snapshot and Chain as stored). The run's
 	// Chain becomes the new event's, its Spent grows by c.Spend, and its
 	// VerifiedSeq becomes c.VerifiedSeq when that is non-zero.
@@ -94,6 +98,16 @@ type Store interface {
 	// source's log is ErrRevisionNotFound; a taken new run id ErrAlreadyExists.
 	// Copied events keep their created_at.
 	Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr NewRun) (Run, error)
+
+	// PutSchema registers s (Digest set by the caller) for the tenant. A
+	// version is immutable: the same digest again returns the stored one with
+	// created=false, another digest is ErrSchemaConflict.
+	PutSchema(ctx context.Context, tenantID string, s Schema) (Schema, bool, error)
+	// GetSchema of a version not registered is ErrSchemaNotFound.
+	GetSchema(ctx context.Context, tenantID, workflow string, version int) (Schema, error)
+	// ListSchemas orders a workflow's schemas by version, strictly after
+	// afterVersion, at most limit (an unknown workflow: empty).
+	ListSchemas(ctx context.Context, tenantID, workflow string, afterVersion, limit int) ([]Schema, error)
 
 	// DeleteTerminalBefore deletes runs in a terminal status last updated before
 	// cutoff, with their events and checkpoints (and, in a backend that also

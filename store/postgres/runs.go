@@ -530,7 +530,7 @@ WITH o AS (
 	FROM c
 	WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
 	  AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
-	  AND status = ANY($11::text[])
+	  AND status = ANY($11::text[])` + schemaGuardSQL + `
 	RETURNING workflow_name, workflow_version, state_schema_version, status, state_revision,
 		lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
 		chain_head, verified_seq, spent, c.delta
@@ -571,7 +571,7 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		tenantID, runID, c.ExpectedRevision, c.Owner, c.Epoch,
 		state, c.NextStep, string(c.Status), c.StatusReason, c.StateSchemaVersion, from,
 		c.Event.EventType, c.Event.StepID, c.Event.Attempt, payload,
-		snapshot, encodeSpend(c.Spend), c.VerifiedSeq,
+		snapshot, encodeSpend(c.Spend), c.VerifiedSeq, c.Schema.Digest,
 	).Scan(&r.WorkflowName, &r.WorkflowVersion, &r.StateSchemaVersion, &status, &r.StateRevision,
 		&exp, &r.ParentRunID, &r.ParentRevision, &r.CreatedAt, &r.UpdatedAt,
 		&r.Chain, &r.VerifiedSeq, &spent, &delta)
@@ -636,6 +636,13 @@ func (db *DB) diagnoseCommit(ctx context.Context, tenantID, runID string, c run.
 		return fmt.Errorf("commit run %s: lease of %s at epoch %d: %w", runID, c.Owner, c.Epoch, run.ErrLeaseLost)
 	case revision != c.ExpectedRevision:
 		return fmt.Errorf("commit run %s: expected revision %d, run is at %d: %w", runID, c.ExpectedRevision, revision, run.ErrRevisionConflict)
+	}
+	need, err := db.schemaRequired(ctx, tenantID, runID, c)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("commit run %s at revision %d: %w", runID, c.ExpectedRevision, err)
+	}
+	if need != nil {
+		return fmt.Errorf("commit run %s: %w", runID, need)
 	}
 	// Every check passes now, so the run changed between the two statements
 	// (a revision only grows and an expired lease never comes back): the

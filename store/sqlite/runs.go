@@ -471,6 +471,9 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		if r.StateRevision != c.ExpectedRevision {
 			return fmt.Errorf("%w: run is at %d", run.ErrRevisionConflict, r.StateRevision)
 		}
+		if err := checkSchema(ctx, tx, tenantID, r, c); err != nil {
+			return err
+		}
 		ts := fromMicros(now)
 		oldState := r.State
 		r.State = c.State
