@@ -41,6 +41,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newServeCmd(),
 		newRunsCmd(),
+		newWorkflowsCmd(),
 		newSessionsCmd(),
 		newVersionCmd(),
 		newBenchCmd(),
