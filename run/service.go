@@ -164,6 +164,7 @@ func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest
 	if err != nil {
 		return Run{}, false, fmt.Errorf("create run %s: %w", req.RunID, err)
 	}
+	s.schemas.see(tenantID, r.RunID, r.WorkflowName, r.StateSchemaVersion)
 	return r, created, nil
 }
 
@@ -173,6 +174,7 @@ func (s *Service) Get(ctx context.Context, tenantID, runID string) (Run, error) 
 	if err != nil {
 		return Run{}, fmt.Errorf("get run %s: %w", runID, err)
 	}
+	s.schemas.see(tenantID, runID, r.WorkflowName, r.StateSchemaVersion)
 	return r, nil
 }
 
@@ -537,6 +539,7 @@ func (s *Service) Fork(ctx context.Context, tenantID, runID string, req ForkRequ
 	if err != nil {
 		return Run{}, fmt.Errorf("fork run %s at revision %d: %w", runID, rev, err)
 	}
+	s.schemas.see(tenantID, r.RunID, r.WorkflowName, r.StateSchemaVersion)
 	return r, nil
 }
 

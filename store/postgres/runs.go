@@ -499,7 +499,7 @@ WITH o AS (
 	SELECT state AS old_state, chain_head AS old_chain, status AS old_status,
 		state_schema_version AS old_version
 	FROM runs WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
-), d AS (
+), d AS MATERIALIZED (
 	SELECT o.old_chain,
 		CASE WHEN $16::bool THEN NULL ELSE jsonb_build_object(
 			's', coalesce((SELECT jsonb_object_agg(n.key, n.value) FROM jsonb_each($6::jsonb) n
@@ -510,7 +510,9 @@ WITH o AS (
 		(CASE WHEN $10::int > 0 THEN $10::int ELSE o.old_version END)::text AS new_version,
 		$15::jsonb::text AS payload_t
 	FROM o
-), c AS (
+), c AS MATERIALIZED (
+	-- d and c are materialized so that the delta is computed once, not
+	-- again at every reference below.
 	SELECT d.*, coalesce(d.delta, $6::jsonb)::text AS change_t FROM d
 ), u AS (
 	UPDATE runs SET

@@ -85,15 +85,14 @@ func (db *DB) ListSchemas(ctx context.Context, tenantID, workflow string, afterV
 }
 
 // schemaGuardSQL is the commit's schema condition on the run row being
-// updated: its workflow has no registered schema, or $19 is the digest of
-// the one registered for the version the commit lands at.
+// updated: its workflow has no registered schema (the aggregate over no
+// row is NULL), or $19 is the digest of the one registered for the version
+// the commit lands at. One probe of the workflow's few rows.
 const schemaGuardSQL = `
-	  AND (NOT EXISTS (SELECT 1 FROM workflow_schemas w
-	                   WHERE w.tenant_id = $1 AND w.workflow_name = runs.workflow_name)
-	       OR EXISTS (SELECT 1 FROM workflow_schemas w
-	                  WHERE w.tenant_id = $1 AND w.workflow_name = runs.workflow_name
-	                    AND w.version = CASE WHEN $10::int > 0 THEN $10::int ELSE runs.state_schema_version END
-	                    AND w.digest = $19::text))`
+	  AND coalesce((SELECT bool_or(w.version = CASE WHEN $10::int > 0 THEN $10::int ELSE runs.state_schema_version END
+	                               AND w.digest = $19::text)
+	                FROM workflow_schemas w
+	                WHERE w.tenant_id = $1 AND w.workflow_name = runs.workflow_name), true)`
 
 // schemaRequired tells, for a commit the guard refused, whether the schema
 // condition is what failed, as a *run.SchemaRequiredError (nil if not).
