@@ -21,7 +21,13 @@ import (
 // that of its last event. A run's Spent starts as an empty map on
 // CreateRun, grows by StoreCommit.Spend on each commit (nil Spent stays
 // nil), and VerifiedSeq starts at 0 and changes only by
-// StoreCommit.VerifiedSeq.
+// StoreCommit.VerifiedSeq. History must stay compact: the suite commits a
+// long run of small changes to a large state and wants its Changes to weigh
+// well under a full state per event.
+//
+// State schemas (PutSchema...) are kept per tenant, workflow and version,
+// immutable once registered. Commit enforces them (see Commit); CreateRun
+// does not: the Service validates a create before it.
 type Store interface {
 	// CreateRun inserts the run (its StateRevision is 1) and its first event,
 	// EventRunCreated at seq 1, atomically. With a non-empty IdempotencyKey an

@@ -80,7 +80,8 @@ func chainSQL(prev string, fields ...string) string {
 	var b strings.Builder
 	b.WriteString("encode(sha256(convert_to(" + prev)
 	for _, f := range fields {
-		b.WriteString(" || octet_length(" + f + ")::text || ':' || " + f + " || ','")
+		// The byte length in UTF-8, whatever the database's encoding.
+		b.WriteString(" || octet_length(convert_to(" + f + ", 'UTF8'))::text || ':' || " + f + " || ','")
 	}
 	b.WriteString(", 'UTF8')), 'hex')")
 	return b.String()
