@@ -208,44 +208,32 @@ func (s *Service) ListSchemas(ctx context.Context, tenantID, workflow, cur strin
 // MaxSchemaVersion bounds state schema versions (they are 32-bit in storage).
 const MaxSchemaVersion = 1<<31 - 1
 
-// registered returns the compiled registered schema of a version, from the
-// cache or the store; ok=false when that version has none.
-func (s *Service) registered(ctx context.Context, tenantID, workflow string, version int) (Schema, *jsonschema.Schema, bool, error) {
-	if sc, c, ok := s.schemas.registration(tenantID, workflow, version); ok {
-		return sc, c, true, nil
-	}
-	sc, err := s.store.GetSchema(ctx, tenantID, workflow, version)
-	if errors.Is(err, ErrSchemaNotFound) {
-		return Schema{}, nil, false, nil
-	}
-	if err != nil {
-		return Schema{}, nil, false, err
-	}
-	c, err := compileSchema(workflow, version, sc.Schema)
-	if err != nil {
-		return Schema{}, nil, false, fmt.Errorf("registered schema %s v%d: %w", workflow, version, err)
-	}
-	s.schemas.add(tenantID, sc, c)
-	return sc, c, true, nil
-}
-
 // checkRegistered validates state against the registered schema of
-// (workflow, version) and returns the check to hand to the store. A version
-// with no schema while others of the workflow have one is refused.
+// (workflow, version) and returns the check to hand to the store; a version
+// with no schema while others of the workflow have one is refused. A cache
+// miss costs one query, which reads the workflow's registrations at once.
 func (s *Service) checkRegistered(ctx context.Context, tenantID, workflow string, version int, state json.RawMessage) (SchemaCheck, error) {
-	sc, compiled, ok, err := s.registered(ctx, tenantID, workflow, version)
-	if err != nil {
-		return SchemaCheck{}, err
-	}
+	sc, compiled, ok := s.schemas.registration(tenantID, workflow, version)
 	if !ok {
-		others, err := s.store.ListSchemas(ctx, tenantID, workflow, 0, 1)
+		all, err := s.store.ListSchemas(ctx, tenantID, workflow, 0, MaxListLimit)
 		if err != nil {
 			return SchemaCheck{}, err
 		}
-		if len(others) > 0 {
+		if len(all) == 0 {
+			return SchemaCheck{}, nil
+		}
+		for _, r := range all {
+			if r.Version == version {
+				if compiled, err = compileSchema(workflow, version, r.Schema); err != nil {
+					return SchemaCheck{}, fmt.Errorf("registered schema %s v%d: %w", workflow, version, err)
+				}
+				sc, ok = r, true
+				s.schemas.add(tenantID, r, compiled)
+			}
+		}
+		if !ok {
 			return SchemaCheck{}, fmt.Errorf("%w: %s has registered state schemas but none for v%d", ErrNoMigrationPath, workflow, version)
 		}
-		return SchemaCheck{}, nil
 	}
 	if err := validateWith(compiled, workflow, version, state); err != nil {
 		return SchemaCheck{}, err

@@ -326,11 +326,14 @@ func (s *Service) commitChecked(ctx context.Context, tenantID, runID string, sc 
 		if err := s.reg.Validate(seen.WorkflowName, version, sc.State); err != nil {
 			return Run{}, Event{}, err
 		}
-		check, err := s.checkRegistered(ctx, tenantID, seen.WorkflowName, version, sc.State)
-		if err != nil {
-			return Run{}, Event{}, err
+		// Only what is cached: a workflow without registered schemas costs
+		// no query, and one with them answers SchemaRequiredError once.
+		if reg, compiled, hit := s.schemas.registration(tenantID, seen.WorkflowName, version); hit {
+			if err := validateWith(compiled, seen.WorkflowName, version, sc.State); err != nil {
+				return Run{}, Event{}, err
+			}
+			sc.Schema = SchemaCheck{WorkflowName: seen.WorkflowName, Version: version, Digest: reg.Digest}
 		}
-		sc.Schema = check
 	}
 	for attempt := 0; ; attempt++ {
 		r, ev, err := s.store.Commit(ctx, tenantID, runID, sc)
