@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mementohq/memento/pii"
-	"github.com/mementohq/memento/session"
+	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/redis"
 	"github.com/mementohq/memento/store/sqlite"
 )
@@ -32,74 +32,64 @@ type PIIConfig struct {
 	Kinds []pii.Kind
 	// Retention of vault values; 0 means pii.DefaultRetention.
 	Retention time.Duration
-	// Key (16, 24 or 32 bytes) encrypts vault values at rest. Without one, the
-	// embedded backend generates and keeps one in DataDir/pii.key; with Redis,
-	// values are stored unencrypted (Redis has no data directory to keep it).
+	// Key (16, 24 or 32 bytes) encrypts vault values at rest, on every
+	// backend. Without one, the embedded backend generates and keeps one in
+	// DataDir/pii.key; a shared backend (PostgreSQL, Redis) refuses to start,
+	// since instances sharing it must share the key.
 	Key []byte
 }
+
+// EnvPIIKey is the environment variable the command line reads the vault
+// key from (64 hex digits).
+const EnvPIIKey = "MEMENTO_PII_KEY"
+
+// errNoKey says how to give a vault key; it names no backend.
+const errNoKey = "personal-data redaction is on and no vault key is configured: " +
+	"make one with `openssl rand -hex 32` and pass it as " + EnvPIIKey + " (Config.PII.Key: the 32 decoded bytes), " +
+	"the same on every instance, or turn redaction off"
+
+// ErrNoPIIKey is returned by Open when sessions live on a shared backend
+// (PostgreSQL or Redis), and by New, when redaction is on and no vault key
+// is configured.
+var ErrNoPIIKey = errors.New(errNoKey)
 
 // SessionBackend names the store that holds sessions.
 func (e *Engine) SessionBackend() Backend { return e.sessionBackend }
 
-// sessionStore is what a session backend provides: sessions and the vault.
-type sessionStore interface {
-	session.Store
-	pii.Store
-}
-
-// openSessions wires session memory: Redis when configured, else the
-// embedded store (in the runs database, or its own file in DataDir when runs
-// live in PostgreSQL; several server instances then need Redis to share sessions).
-func (e *Engine) openSessions(ctx context.Context) error {
-	if e.cfg.DataDir == "" {
-		e.cfg.DataDir = DefaultDataDir
-	}
-	var st sessionStore
-	key := e.cfg.PII.Key
-	if e.cfg.RedisURL != "" {
-		rs, err := redis.Open(ctx, e.cfg.RedisURL, redis.Options{})
+// openSessions builds the session and vault stores: Redis when configured,
+// else the runs backend (PostgreSQL, so several instances share sessions,
+// or the embedded database). It returns the vault key to use.
+func (b *builder) openSessions(ctx context.Context, st *Stores, pg *postgres.DB, lite *sqlite.DB) (Backend, []byte, error) {
+	// Open refused a shared backend without a key already.
+	key := b.cfg.PII.Key
+	switch {
+	case b.cfg.RedisURL != "":
+		rs, err := redis.Open(ctx, b.cfg.RedisURL, redis.Options{})
 		if err != nil {
-			return fmt.Errorf("sessions: %w", err)
+			return "", nil, fmt.Errorf("sessions: %w", err)
 		}
-		e.closers = append(e.closers, rs.Close)
-		e.pingers = append(e.pingers, namedPing{"redis", rs.Ping})
-		st, e.sessionBackend = rs, BackendRedis
-	} else {
-		db := e.sqlite
-		if db == nil {
+		b.closers = append(b.closers, rs.Close)
+		b.pingers = append(b.pingers, namedPing{"redis", rs.Ping})
+		st.Sessions, st.Vault = rs, rs
+		return BackendRedis, key, nil
+	case pg != nil:
+		ss := postgres.NewSessionStore(pg, postgres.SessionOptions{})
+		// Closers run last-first: the sweeper stops before its pool closes.
+		b.closers = append(b.closers, ss.Close)
+		st.Sessions, st.Vault = ss, ss
+		return BackendPostgres, key, nil
+	default:
+		ss := sqlite.NewSessionStore(lite, sqlite.SessionOptions{})
+		b.closers = append(b.closers, ss.Close)
+		st.Sessions, st.Vault = ss, ss
+		if !b.cfg.PII.Disabled && len(key) == 0 {
 			var err error
-			if db, err = sqlite.OpenDir(ctx, e.cfg.DataDir); err != nil {
-				return fmt.Errorf("sessions: sqlite in %s: %w", e.cfg.DataDir, err)
-			}
-			e.closers = append(e.closers, db.Close)
-			e.pingers = append(e.pingers, namedPing{"sqlite", db.Ping})
-		}
-		ss := sqlite.NewSessionStore(db, sqlite.SessionOptions{})
-		// Closers run last-first: the sweeper stops before its database closes.
-		e.closers = append(e.closers, ss.Close)
-		st, e.sessionBackend = ss, BackendSQLite
-		if len(key) == 0 && !e.cfg.PII.Disabled {
-			var err error
-			if key, err = loadOrCreateKey(filepath.Join(e.cfg.DataDir, PIIKeyFile)); err != nil {
-				return fmt.Errorf("sessions: vault key: %w", err)
+			if key, err = loadOrCreateKey(filepath.Join(b.cfg.DataDir, PIIKeyFile)); err != nil {
+				return "", nil, fmt.Errorf("sessions: vault key: %w", err)
 			}
 		}
+		return BackendSQLite, key, nil
 	}
-	vault, err := pii.NewVault(st, pii.VaultOptions{
-		Retention: e.cfg.PII.Retention,
-		Key:       key,
-		Redactor:  pii.NewRedactor(pii.Options{Disabled: e.cfg.PII.Disabled, Kinds: e.cfg.PII.Kinds}),
-	})
-	if err != nil {
-		return fmt.Errorf("sessions: %w", err)
-	}
-	opts := e.cfg.Sessions
-	if !e.cfg.PII.Disabled {
-		opts.Redactor = vault
-	}
-	e.Vault = vault
-	e.Sessions = session.NewService(st, opts)
-	return nil
 }
 
 // loadOrCreateKey reads a hex AES-256 key from path, creating it (mode 0600)

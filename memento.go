@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
+	"github.com/mementohq/memento/store/tracestore"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -19,13 +23,16 @@ const DefaultDataDir = "./memento-data"
 // Config says which backends the engine uses. The zero value is the embedded
 // default: SQLite in DefaultDataDir.
 type Config struct {
-	// DataDir holds the embedded SQLite database ("" means DefaultDataDir).
-	// It is not opened when PostgresURL is set.
+	// DataDir holds the embedded SQLite database and its vault key file ("" means
+	// DefaultDataDir). It is not opened when PostgresURL is set.
 	DataDir string
-	// PostgresURL, when set, keeps runs in PostgreSQL instead of SQLite.
+	// PostgresURL, when set, keeps runs, operations and (without RedisURL)
+	// sessions and the vault in PostgreSQL instead of SQLite.
 	PostgresURL string
-	// RedisURL, when set, is the session backend; otherwise sessions live in
-	// the embedded SQLite database in DataDir (see engine_sessions.go).
+	// RedisURL, when set, is the session and vault backend: one server
+	// (redis://host:port/db) or a Redis Cluster named by several seed
+	// addresses (redis://h1:p1?addr=h2:p2&addr=h3:p3). Otherwise sessions live
+	// with the runs (see engine_sessions.go).
 	RedisURL string
 	// Sessions tunes session memory (TTLs, caps, sizes); Open sets its Redactor.
 	Sessions session.Options
@@ -35,6 +42,9 @@ type Config struct {
 	MaxStateBytes int
 	// Registry holds workflow state schemas and migrations (nil means none).
 	Registry *run.Registry
+	// Tracer, when set, makes every store call a span (store/tracestore);
+	// nil means the services call the stores directly.
+	Tracer trace.Tracer
 }
 
 // Backend names the store that holds runs.
@@ -46,6 +56,30 @@ const (
 	BackendPostgres Backend = "postgres"
 )
 
+// Stores are the stores an engine serves from. Open builds them from URLs;
+// a caller of New may pass its own, wrapped ones (fault injection, tracing).
+type Stores struct {
+	Runs     run.Store
+	Ops      toolop.Store
+	Sessions session.Store
+	Vault    pii.Store
+}
+
+// Options tune the services New wires over Stores.
+type Options struct {
+	// MaxStateBytes limits a run's state ("0" means run.DefaultMaxStateBytes).
+	MaxStateBytes int
+	// Registry holds workflow state schemas and migrations (nil means none).
+	Registry *run.Registry
+	// Sessions tunes session memory; New sets its Redactor.
+	Sessions session.Options
+	// PII configures the redactor and the vault. With redaction on, PII.Key
+	// is required: vault values are encrypted at rest on every backend.
+	PII PIIConfig
+	// Tracer, when set, wraps every store so that each call is a span.
+	Tracer trace.Tracer
+}
+
 // Engine holds the domain services wired to their stores. Fields are added per
 // domain; Open fills them all and Close releases everything Open acquired.
 type Engine struct {
@@ -53,15 +87,13 @@ type Engine struct {
 	Runs *run.Service
 	// Ops is the operation ledger and approvals, on the same store as Runs.
 	Ops *toolop.Service
-	// Sessions is session memory, on Redis or the embedded store.
+	// Sessions is session memory, on Redis or the runs backend.
 	Sessions *session.Service
 	// Vault holds the personal data the redactor replaced by references.
 	Vault *pii.Vault
 
 	cfg     Config
 	backend Backend
-	sqlite  *sqlite.DB
-	pg      *postgres.DB
 	// sessionBackend names the store that holds sessions.
 	sessionBackend Backend
 	// closers run in reverse order on Close; pingers must all answer for Ready.
@@ -74,54 +106,163 @@ type namedPing struct {
 	ping func(context.Context) error
 }
 
+// pinger is a store that can tell whether its backend answers.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// New wires the domain services over st. Every store is required. Stores
+// that have a Ping method are pinged by Ready; Close closes nothing of st
+// (the caller owns them).
+func New(st Stores, o Options) (*Engine, error) {
+	if st.Runs == nil || st.Ops == nil || st.Sessions == nil || st.Vault == nil {
+		return nil, errors.New("new memento: every store (runs, operations, sessions, vault) is required")
+	}
+	if o.MaxStateBytes < 0 {
+		return nil, errors.New("new memento: max state bytes must not be negative")
+	}
+	if o.MaxStateBytes == 0 {
+		o.MaxStateBytes = run.DefaultMaxStateBytes
+	}
+	if o.Registry == nil {
+		o.Registry = run.NewRegistry()
+	}
+	if !o.PII.Disabled && len(o.PII.Key) == 0 {
+		return nil, fmt.Errorf("new memento: %w", ErrNoPIIKey)
+	}
+	e := &Engine{cfg: Config{MaxStateBytes: o.MaxStateBytes, Registry: o.Registry, Sessions: o.Sessions, PII: o.PII}}
+	svc := st
+	if o.Tracer != nil {
+		svc = traced(st, o.Tracer)
+	}
+	vault, err := pii.NewVault(svc.Vault, pii.VaultOptions{
+		Retention: o.PII.Retention,
+		Key:       o.PII.Key,
+		Redactor:  pii.NewRedactor(pii.Options{Disabled: o.PII.Disabled, Kinds: o.PII.Kinds}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new memento: %w", err)
+	}
+	so := o.Sessions
+	if !o.PII.Disabled {
+		so.Redactor = vault
+	}
+	e.Runs = run.NewService(svc.Runs, run.Options{MaxStateBytes: o.MaxStateBytes, Registry: o.Registry})
+	e.Ops = toolop.NewService(svc.Ops, nil)
+	e.Sessions = session.NewService(svc.Sessions, so)
+	e.Vault = vault
+	seen := map[any]bool{}
+	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
+		p, ok := s.(pinger)
+		if !ok {
+			continue
+		}
+		// One backend often serves several stores: ping it once. Only a
+		// comparable value can be a map key.
+		if reflect.TypeOf(s).Comparable() {
+			if seen[s] {
+				continue
+			}
+			seen[s] = true
+		}
+		e.pingers = append(e.pingers, namedPing{[]string{"runs", "operations", "sessions", "vault"}[i], p.Ping})
+	}
+	return e, nil
+}
+
+// traced wraps every store in a span per call (after New has looked for
+// the stores' own Ping, which a wrapper hides).
+func traced(st Stores, tr trace.Tracer) Stores {
+	return Stores{
+		Runs:     tracestore.Runs{Store: st.Runs, T: tr},
+		Ops:      tracestore.Ops{Store: st.Ops, T: tr},
+		Sessions: tracestore.WrapSessions(st.Sessions, tr),
+		Vault:    tracestore.Vault{Store: st.Vault, T: tr},
+	}
+}
+
 // Open connects the backends the config names, applies their schema
-// migrations and returns the wired engine. On error nothing stays open.
+// migrations, builds the stores and wires them with New. On error nothing
+// stays open.
 func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.MaxStateBytes < 0 {
 		return nil, fmt.Errorf("open memento: max state bytes must not be negative")
 	}
-	if cfg.MaxStateBytes == 0 {
-		cfg.MaxStateBytes = run.DefaultMaxStateBytes
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir
 	}
-	if cfg.Registry == nil {
-		cfg.Registry = run.NewRegistry()
+	// Refuse before connecting anything: instances sharing a backend must
+	// share the vault key, so none can be made up here.
+	if (cfg.PostgresURL != "" || cfg.RedisURL != "") && !cfg.PII.Disabled && len(cfg.PII.Key) == 0 {
+		return nil, fmt.Errorf("open memento: %w", ErrNoPIIKey)
 	}
-	e := &Engine{cfg: cfg}
-	var runStore run.Store
-	var opStore toolop.Store
-	if cfg.PostgresURL != "" {
-		db, err := postgres.Open(ctx, cfg.PostgresURL)
-		if err != nil {
-			return nil, fmt.Errorf("open memento: postgres: %w", err)
-		}
-		e.pg, e.backend, runStore, opStore = db, BackendPostgres, db, db
-		e.closers = append(e.closers, func() error { db.Close(); return nil })
-		e.pingers = append(e.pingers, namedPing{"postgres", db.Ping})
-	} else {
-		if e.cfg.DataDir == "" {
-			e.cfg.DataDir = DefaultDataDir
-		}
-		db, err := sqlite.OpenDir(ctx, e.cfg.DataDir)
-		if err != nil {
-			return nil, fmt.Errorf("open memento: sqlite in %s: %w", e.cfg.DataDir, err)
-		}
-		e.sqlite, e.backend, runStore, opStore = db, BackendSQLite, db, db
-		e.closers = append(e.closers, db.Close)
-		e.pingers = append(e.pingers, namedPing{"sqlite", db.Ping})
-	}
-	e.Runs = run.NewService(runStore, run.Options{MaxStateBytes: cfg.MaxStateBytes, Registry: cfg.Registry})
-	e.Ops = toolop.NewService(opStore, nil)
-	if err := e.openSessions(ctx); err != nil {
-		_ = e.Close()
+	b := &builder{cfg: cfg}
+	e, err := b.open(ctx)
+	if err != nil {
+		b.close()
 		return nil, fmt.Errorf("open memento: %w", err)
 	}
+	return e, nil
+}
+
+// builder holds what Open acquired, so a failure releases it.
+type builder struct {
+	cfg     Config
+	closers []func() error
+	pingers []namedPing
+}
+
+func (b *builder) close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		_ = b.closers[i]()
+	}
+}
+
+func (b *builder) open(ctx context.Context) (*Engine, error) {
+	var (
+		st      Stores
+		backend Backend
+		pg      *postgres.DB
+		lite    *sqlite.DB
+	)
+	if b.cfg.PostgresURL != "" {
+		db, err := postgres.Open(ctx, b.cfg.PostgresURL)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		pg, backend, st.Runs, st.Ops = db, BackendPostgres, db, db
+		b.closers = append(b.closers, func() error { db.Close(); return nil })
+		b.pingers = append(b.pingers, namedPing{"postgres", db.Ping})
+	} else {
+		db, err := sqlite.OpenDir(ctx, b.cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite in %s: %w", b.cfg.DataDir, err)
+		}
+		lite, backend, st.Runs, st.Ops = db, BackendSQLite, db, db
+		b.closers = append(b.closers, db.Close)
+		b.pingers = append(b.pingers, namedPing{"sqlite", db.Ping})
+	}
+	sessionBackend, key, err := b.openSessions(ctx, &st, pg, lite)
+	if err != nil {
+		return nil, err
+	}
+	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer}
+	o.PII.Key = key
+	e, err := New(st, o)
+	if err != nil {
+		return nil, err
+	}
+	e.cfg.DataDir, e.cfg.PostgresURL, e.cfg.RedisURL = b.cfg.DataDir, b.cfg.PostgresURL, b.cfg.RedisURL
+	e.backend, e.sessionBackend = backend, sessionBackend
+	// The backends' own pings name them better than the stores'.
+	e.closers, e.pingers = b.closers, b.pingers
 	return e, nil
 }
 
 // Config returns the configuration in effect, defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
 
-// Backend names the store that holds runs.
+// Backend names the store that holds runs ("" for an engine made by New).
 func (e *Engine) Backend() Backend { return e.backend }
 
 // Ready reports whether every backend answers; the error names the first that does not.
@@ -134,7 +275,8 @@ func (e *Engine) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Close releases every backend, last opened first, and reports all failures.
+// Close releases every backend Open acquired, last opened first, and
+// reports all failures.
 func (e *Engine) Close() error {
 	var errs []error
 	for i := len(e.closers) - 1; i >= 0; i-- {

@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/memstore"
+	"github.com/mementohq/memento/store/tracestore"
 	"github.com/mementohq/memento/storetest"
 )
 
@@ -23,6 +27,7 @@ func TestOpenBackends(t *testing.T) {
 			cfg := memento.Config{DataDir: filepath.Join(t.TempDir(), "data"), MaxStateBytes: 64}
 			if backend == memento.BackendPostgres {
 				cfg.PostgresURL = storetest.PostgresURL(t)
+				cfg.PII.Key = storetest.PIIKey
 			}
 			eng, err := memento.Open(ctx, cfg)
 			if err != nil {
@@ -80,7 +85,7 @@ func TestOpenFailsCleanly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Nothing listens on port 1: the error names PostgreSQL.
-	_, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), PostgresURL: "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2"})
+	_, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), PostgresURL: "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2", PII: memento.PIIConfig{Key: storetest.PIIKey}})
 	if err == nil || !strings.Contains(err.Error(), "postgres") {
 		t.Fatalf("unreachable postgres: %v", err)
 	}
@@ -94,5 +99,26 @@ func TestOpenFailsCleanly(t *testing.T) {
 	}
 	if _, err := memento.Open(ctx, memento.Config{DataDir: file}); err == nil || !strings.Contains(err.Error(), "sqlite") {
 		t.Fatalf("data dir is a file: %v", err)
+	}
+}
+
+// TestTracerWrapsStoresOnlyWhenSet: without a tracer the services call the
+// store itself (tracing off costs nothing); with one, a wrapper.
+func TestTracerWrapsStoresOnlyWhenSet(t *testing.T) {
+	st := memstore.New()
+	stores := memento.Stores{Runs: st, Ops: st, Sessions: st, Vault: st}
+	plain, err := memento.New(stores, memento.Options{PII: memento.PIIConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Runs.Store() != run.Store(st) {
+		t.Errorf("untraced engine wraps its run store: %T", plain.Runs.Store())
+	}
+	traced, err := memento.New(stores, memento.Options{PII: memento.PIIConfig{Disabled: true}, Tracer: noop.NewTracerProvider().Tracer("t")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := traced.Runs.Store().(tracestore.Runs); !ok {
+		t.Errorf("traced engine's run store is %T, want tracestore.Runs", traced.Runs.Store())
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/resume"
@@ -53,6 +56,15 @@ type Error struct {
 	Detail    string
 	Instance  string
 	RequestID string
+
+	// Facts some problems carry as extension members (zero when absent).
+	// CurrentRevision: the run's revision on a revision-conflict.
+	CurrentRevision int64
+	// LeaseOwner and LeaseExpiresAt: who holds the lease on lease-held.
+	LeaseOwner     string
+	LeaseExpiresAt *time.Time
+	// RetryAfter is the server's Retry-After on a 503 or 504.
+	RetryAfter time.Duration
 }
 
 // Kind is the stable kebab-case name of the problem ("revision-conflict").
@@ -93,6 +105,39 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
+// As lets errors.As reach the domain's typed errors, as it would against
+// the library: *run.RevisionConflictError and *run.LeaseHeldError.
+func (e *Error) As(target any) bool {
+	switch t := target.(type) {
+	case **run.RevisionConflictError:
+		if e.Kind() != problem.RevisionConflict {
+			return false
+		}
+		*t = &run.RevisionConflictError{RunID: runOfPath(e.Path), Current: e.CurrentRevision}
+		return true
+	case **run.LeaseHeldError:
+		if e.Kind() != problem.LeaseHeld {
+			return false
+		}
+		*t = &run.LeaseHeldError{RunID: runOfPath(e.Path), Owner: e.LeaseOwner, ExpiresAt: e.LeaseExpiresAt}
+		return true
+	}
+	return false
+}
+
+// runOfPath is the run id of a /v1/runs/{run_id}/... path, or "".
+func runOfPath(p string) string {
+	rest, ok := strings.CutPrefix(p, "/v1/runs/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	if u, err := url.PathUnescape(id); err == nil {
+		return u
+	}
+	return id
+}
+
 // KindOf returns the problem kind of err, or "" if err is not a server problem.
 func KindOf(err error) string {
 	var e *Error
@@ -121,9 +166,17 @@ func decodeProblem(method, path string, resp *http.Response, raw []byte) error {
 			Detail    string `json:"detail"`
 			Instance  string `json:"instance"`
 			RequestID string `json:"request_id"`
+
+			CurrentRevision int64      `json:"current_revision"`
+			LeaseOwner      string     `json:"lease_owner"`
+			LeaseExpiresAt  *time.Time `json:"lease_expires_at"`
+		}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
 		}
 		if json.Unmarshal(raw, &p) == nil {
 			e.Type, e.Title, e.Detail, e.Instance = p.Type, p.Title, p.Detail, p.Instance
+			e.CurrentRevision, e.LeaseOwner, e.LeaseExpiresAt = p.CurrentRevision, p.LeaseOwner, p.LeaseExpiresAt
 			if p.RequestID != "" {
 				e.RequestID = p.RequestID
 			}

@@ -106,7 +106,17 @@ func (c *Client) AppendMessages(ctx context.Context, sessionID, userID string, m
 
 // ListMessages returns the latest q.Limit messages after q.Since / q.AfterSeq, oldest first.
 func (c *Client) ListMessages(ctx context.Context, sessionID, userID string, q session.MessageQuery) ([]session.Message, error) {
+	p, err := c.ListMessagesPage(ctx, sessionID, userID, q, "")
+	return p.Items, err
+}
+
+// ListMessagesPage is ListMessages a page at a time: each NextCursor
+// continues with older messages ("" on the last page).
+func (c *Client) ListMessagesPage(ctx context.Context, sessionID, userID string, q session.MessageQuery, cursor string) (Page[session.Message], error) {
 	v := userQuery(userID)
+	if cursor != "" {
+		v.Set("cursor", cursor)
+	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
@@ -116,11 +126,9 @@ func (c *Client) ListMessages(ctx context.Context, sessionID, userID string, q s
 	if !q.Since.IsZero() {
 		v.Set("since", q.Since.Format(time.RFC3339Nano))
 	}
-	var out struct {
-		Items []session.Message `json:"items"`
-	}
+	var out Page[session.Message]
 	_, err := c.do(ctx, request{method: http.MethodGet, path: sessionPath(sessionID, "messages"), query: v}, &out)
-	return out.Items, sessionErr(err)
+	return out, sessionErr(err)
 }
 
 // SetSessionSummary fills the summary slot.
@@ -147,17 +155,26 @@ func (c *Client) DeleteSession(ctx context.Context, sessionID, userID string) er
 	return sessionErr(err)
 }
 
-// ListSessions returns the user's live sessions, most recently active first.
+// ListSessions returns the first page of the user's live sessions, most
+// recently active first. Items carry no state or summary.
 func (c *Client) ListSessions(ctx context.Context, userID string, limit int) ([]session.Session, error) {
+	p, err := c.ListSessionsPage(ctx, userID, "", limit)
+	return p.Items, err
+}
+
+// ListSessionsPage returns a page of the user's live sessions; pass its
+// NextCursor for the next ("" on the last page).
+func (c *Client) ListSessionsPage(ctx context.Context, userID, cursor string, limit int) (Page[session.Session], error) {
 	v := userQuery(userID)
 	if limit > 0 {
 		v.Set("limit", strconv.Itoa(limit))
 	}
-	var out struct {
-		Items []session.Session `json:"items"`
+	if cursor != "" {
+		v.Set("cursor", cursor)
 	}
+	var out Page[session.Session]
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/sessions", query: v}, &out)
-	return out.Items, sessionErr(err)
+	return out, sessionErr(err)
 }
 
 // ResolvePII returns the value behind a reference (needs an admin key).

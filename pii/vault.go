@@ -54,6 +54,8 @@ type VaultOptions struct {
 	Retention time.Duration
 	// Key, when set (16, 24 or 32 bytes), encrypts values with AES-GCM bound
 	// to tenant and id, so a copied row cannot be read in another tenant.
+	// The engine always sets one (memento.New refuses redaction without
+	// it); a vault without a key stores values as given, for tests.
 	Key []byte
 	// Redactor decides what is personal data; nil means NewRedactor(Options{}).
 	Redactor *Redactor

@@ -28,6 +28,12 @@ const (
 	NotReady             = "not-ready"
 	ClientClosedRequest  = "client-closed-request"
 	Timeout              = "timeout"
+	// Overloaded: more requests are in flight than the server admits.
+	Overloaded = "overloaded"
+	// CommitOutcomeUnknown: the connection to the store broke after the
+	// write was sent, so it may or may not have been applied; re-reading
+	// the resource (its revision) settles it.
+	CommitOutcomeUnknown = "commit-outcome-unknown"
 )
 
 // Kinds of the runs domain.
@@ -93,6 +99,8 @@ var catalogue = map[string]Info{
 	NotReady:             {http.StatusServiceUnavailable, "Not ready"},
 	ClientClosedRequest:  {499, "Client closed request"},
 	Timeout:              {http.StatusGatewayTimeout, "Timeout"},
+	Overloaded:           {http.StatusServiceUnavailable, "Server overloaded"},
+	CommitOutcomeUnknown: {http.StatusServiceUnavailable, "Commit outcome unknown"},
 
 	RunNotFound:         {http.StatusNotFound, "Run not found"},
 	AlreadyExists:       {http.StatusConflict, "Already exists"},

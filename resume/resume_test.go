@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/faultstore"
+	"github.com/mementohq/memento/store/memstore"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
 	"github.com/mementohq/memento/storetest"
@@ -19,21 +22,49 @@ import (
 )
 
 type fixture struct {
-	db   *sqlite.DB
+	db   *divergent
 	runs *run.Service
 	ops  *toolop.Service
 	v    *resume.Verifier
 }
 
-func setup(t *testing.T) fixture {
-	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memento.db"))
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	f := fixture{db: db, runs: run.NewService(db, run.Options{}), ops: toolop.NewService(db, nil)}
+func setup(t *testing.T) fixture { return setupFaults(t, faultstore.New(1)) }
+
+// setupFaults is setup with the stores behind the injector's rules.
+func setupFaults(t *testing.T, in *faultstore.Injector) fixture {
+	mem := memstore.New()
+	db := &divergent{Store: mem}
+	f := fixture{db: db, runs: run.NewService(in.Runs(db), run.Options{}), ops: toolop.NewService(in.Ops(mem), nil)}
 	f.v = &resume.Verifier{Runs: f.runs, Ops: f.ops}
 	return f
+}
+
+// divergent is a run store that can be told to answer a run's state as
+// something other than what its log's last snapshot holds: the damage a
+// hand edit or a torn write would leave behind.
+type divergent struct {
+	*memstore.Store
+	mu    sync.Mutex
+	state map[string]json.RawMessage
+}
+
+func (d *divergent) set(runID string, state json.RawMessage) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state == nil {
+		d.state = map[string]json.RawMessage{}
+	}
+	d.state[runID] = state
+}
+
+func (d *divergent) GetRun(ctx context.Context, tenantID, runID string) (run.Run, error) {
+	r, err := d.Store.GetRun(ctx, tenantID, runID)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s, ok := d.state[runID]; ok && err == nil {
+		r.State = s
+	}
+	return r, err
 }
 
 // newRun makes a run with one committed step and a control object, leaves it
@@ -145,9 +176,7 @@ func TestResumeRevisionCheck(t *testing.T) {
 func TestResumeRefusesDivergedState(t *testing.T) {
 	f := setup(t)
 	f.newRun(t, "div", toolop.Control{})
-	if _, err := f.db.SQL().Exec(`UPDATE runs SET state = '{"a":2}' WHERE tenant_id = 't1' AND run_id = 'div'`); err != nil {
-		t.Fatal(err)
-	}
+	f.db.set("div", json.RawMessage(`{"a":2}`))
 	expectRefused(t, f, "div", resume.CheckEvents, "differs from the snapshot")
 }
 
@@ -192,11 +221,16 @@ func backends(t *testing.T) map[string]struct {
 		v    *resume.Verifier
 		exec func(q string) error
 	}{}
-	f := setup(t)
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memento.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
 	out["sqlite"] = struct {
 		v    *resume.Verifier
 		exec func(q string) error
-	}{f.v, func(q string) error { _, err := f.db.SQL().Exec(q); return err }}
+	}{&resume.Verifier{Runs: run.NewService(db, run.Options{}), Ops: toolop.NewService(db, nil)},
+		func(q string) error { _, err := db.SQL().Exec(q); return err }}
 	pg, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)

@@ -74,6 +74,10 @@ type Lease struct {
 	Owner     string    `json:"owner"`
 	Epoch     int64     `json:"epoch"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Revision is the run's state revision when AcquireLease answered, so a
+	// worker that knows the run at that revision needs no second read.
+	// Only AcquireLease sets it; it is not part of the wire format.
+	Revision int64 `json:"-"`
 }
 
 // Checkpoint labels one revision of a run.
@@ -153,6 +157,41 @@ type ListFilter struct {
 	AfterCreated time.Time
 	AfterRunID   string
 	Limit        int
+}
+
+// WakeNow is the At of an immediate wake-up: due at once, whatever the clock.
+var WakeNow = time.Unix(0, 0).UTC()
+
+// Wakeup tells that something a suspended run may wait for happened (At is
+// WakeNow) or will be due at At (an approval expiring). N counts how many
+// times it was written.
+type Wakeup struct {
+	At time.Time
+	N  int64
+}
+
+// RecoveryQuery selects a page of Store.ListRecoverable.
+type RecoveryQuery struct {
+	// Now is the clock timed wake-ups are due by: the clock the operation
+	// ledger sets approval expiries with.
+	Now time.Time
+	// ControlKey names the state member returned as Recoverable.Control.
+	ControlKey string
+	AfterRunID string
+	Limit      int
+}
+
+// Recoverable is what a recovery loop needs to know of one active run.
+type Recoverable struct {
+	TenantID       string
+	RunID          string
+	WorkflowName   string
+	Status         Status
+	LeaseExpiresAt *time.Time
+	// StatusReason, Control and Wakeups are set for suspended runs only.
+	StatusReason string
+	Control      json.RawMessage
+	Wakeups      []Wakeup
 }
 
 // Event types the engine itself writes.

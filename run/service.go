@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -120,8 +121,8 @@ func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest
 	if len(req.NextStep) > MaxIDLength {
 		return Run{}, false, invalid("next_step is longer than %d bytes", MaxIDLength)
 	}
-	if req.StateSchemaVersion < 0 {
-		return Run{}, false, invalid("state_schema_version must not be negative")
+	if req.StateSchemaVersion < 0 || req.StateSchemaVersion > math.MaxInt32 {
+		return Run{}, false, invalid("state_schema_version must be between 0 and %d", math.MaxInt32)
 	}
 	if req.StateSchemaVersion == 0 {
 		if cur, ok := s.reg.Current(req.WorkflowName); ok {
@@ -384,14 +385,15 @@ func (s *Service) validateCommit(c CommitRequest) (StoreCommit, error) {
 	if len(c.Event.StepID) > MaxIDLength || len(c.NextStep) > MaxIDLength {
 		return StoreCommit{}, invalid("step ids must be at most %d bytes", MaxIDLength)
 	}
-	if c.Event.Attempt < 0 {
-		return StoreCommit{}, invalid("event.attempt must not be negative")
+	// Stores keep these as 32-bit integers.
+	if c.Event.Attempt < 0 || c.Event.Attempt > math.MaxInt32 {
+		return StoreCommit{}, invalid("event.attempt must be between 0 and %d", math.MaxInt32)
 	}
 	if len(c.StatusReason) > 4096 {
 		return StoreCommit{}, invalid("status_reason must be at most 4096 bytes")
 	}
-	if c.StateSchemaVersion < 0 {
-		return StoreCommit{}, invalid("state_schema_version must not be negative")
+	if c.StateSchemaVersion < 0 || c.StateSchemaVersion > math.MaxInt32 {
+		return StoreCommit{}, invalid("state_schema_version must be between 0 and %d", math.MaxInt32)
 	}
 	if c.VerifiedSeq < 0 || c.VerifiedSeq > c.ExpectedRevision {
 		return StoreCommit{}, invalid("verified seq must be between 0 and expected_revision")
@@ -594,7 +596,7 @@ func (s *Service) Migrate(ctx context.Context, tenantID, runID string, l Lease) 
 	return nr, nil
 }
 
-// Retain deletes terminal runs last updated longer than maxAge ago, in
+// Retain deletes terminal runs that finished longer than maxAge ago, in
 // batches, and returns how many were deleted.
 func (s *Service) Retain(ctx context.Context, maxAge time.Duration, now time.Time) (int, error) {
 	if maxAge <= 0 {

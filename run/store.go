@@ -59,7 +59,8 @@ type Store interface {
 	//     it unexpired, extend it with the same epoch; held by another: ErrLeaseHeld.
 	//   epoch > 0: renew; only if owner and epoch match and it has not expired,
 	//     else ErrLeaseLost.
-	// A terminal run is ErrRunNotActive.
+	// A terminal run is ErrRunNotActive. The answer's Revision is the run's
+	// state revision at that moment.
 	AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (Lease, error)
 
 	// ReleaseLease frees the lease if owner and epoch match (ErrLeaseLost otherwise).
@@ -115,10 +116,49 @@ type Store interface {
 	// afterVersion, at most limit (an unknown workflow: empty).
 	ListSchemas(ctx context.Context, tenantID, workflow string, afterVersion, limit int) ([]Schema, error)
 
-	// DeleteTerminalBefore deletes runs in a terminal status last updated before
-	// cutoff, with their events and checkpoints (and, in a backend that also
-	// keeps the operation ledger, their operations and approvals: they live
-	// with the run), across tenants, at most limit
-	// runs per call. It returns how many runs were deleted.
+	// DeleteTerminalBefore deletes runs that finished (at the time of the
+	// commit that made them terminal) before cutoff, oldest first, with
+	// everything that lives with the run: events, checkpoints, wake-ups and,
+	// in a backend that also keeps the operation ledger, operations and
+	// approvals (and summaries, once they exist), across tenants, at most
+	// limit runs per call. It returns how many runs were deleted. A batch
+	// costs O(limit): it walks an index of finished runs by finished time,
+	// never a scan of the runs table. Only one caller at a time sweeps: while
+	// another holds the sweep (another instance), a call returns 0 at once.
 	DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error)
+
+	// ListRecoverable returns, ordered by run id and strictly after
+	// q.AfterRunID, at most q.Limit runs of the tenant that a recovery loop
+	// must look at, without their state:
+	//   - running runs whose lease is free or expired (by the store's clock,
+	//     the database's on a server database), and
+	//   - suspended runs with a due wake-up (Wakeups: every wake-up of the
+	//     run with At <= q.Now, in At order), with their StatusReason and
+	//     the state's top-level member q.ControlKey (Control, JSON; nil if
+	//     absent or q.ControlKey is empty).
+	// Its cost grows with active runs (running, and suspended ones that
+	// something woke), never with finished runs or with suspended runs that
+	// nothing woke. Due wake-ups of runs that are no longer active (finished
+	// or deleted) are deleted as they are met. Wake-ups of running runs are
+	// kept until the run is suspended or finishes: the event may concern
+	// what the run is about to wait for.
+	//
+	// Wake-ups are written, in the same transaction as the event, by the
+	// operation ledger of the same backend (see toolop.Store): one immediate
+	// wake-up (At = WakeNow) when an operation's status changes to one not in
+	// doubt (not started or unknown) or an approval is decided, and one timed
+	// wake-up at ExpiresAt when a pending approval is created, each only if
+	// the run is running or suspended at that moment. The run store itself
+	// writes an immediate wake-up for a run it inserts suspended (Fork of a
+	// suspended or terminal revision): it may wait for something that
+	// already happened. Writing a wake-up that exists (same run and At)
+	// increments its N instead. Wake-ups are deleted with their run
+	// (DeleteTerminalBefore).
+	ListRecoverable(ctx context.Context, tenantID string, q RecoveryQuery) ([]Recoverable, error)
+
+	// AckWakeups deletes the run's wake-ups that still are exactly as given
+	// (same At and N): one written again since it was read (a larger N) is
+	// kept, so an event that happened after the caller looked is not lost.
+	// Unknown wake-ups are ignored.
+	AckWakeups(ctx context.Context, tenantID, runID string, wakeups []Wakeup) error
 }

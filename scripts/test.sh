@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# The whole test suite: gofmt, go vet, go test -race against real PostgreSQL
-# and Redis. Uses the servers on 127.0.0.1 when they answer (PostgreSQL: user
-# postgres without a password, database test, created if missing); otherwise
-# starts its own from the installed binaries in a temporary directory, on that
-# port or, if something else holds it, on a free one. Installs Debian's
-# postgresql, redis-server and gcc (for -race) when missing, as root. Stops
-# exactly what it started, on exit.
+# The whole test suite: gofmt, go mod tidy, go vet, go test -race against
+# real PostgreSQL, Redis and a Redis Cluster. Uses the servers on 127.0.0.1
+# when they answer (PostgreSQL: user postgres without a password, database
+# test, created if missing); otherwise starts its own from the installed
+# binaries in a temporary directory, on that port or, if something else holds
+# it, on a free one. The Redis Cluster (three masters, no replicas) is always
+# its own, on free loopback ports, unless MEMENTO_TEST_REDIS_CLUSTER_URL names
+# one. Installs Debian's postgresql, redis-server, redis-tools and gcc (for
+# -race) when missing, as root. Stops exactly what it started, on exit.
 #
 # Environment:
 #   MEMENTO_TEST_PG_PORT      PostgreSQL port to use or start (default 5432)
 #   MEMENTO_TEST_REDIS_PORT   Redis port to use or start (default 6379)
 #   MEMENTO_TEST_POSTGRES_URL / MEMENTO_TEST_REDIS_URL  use these servers as
 #                             they are (nothing is probed or started)
+#   MEMENTO_TEST_REDIS_CLUSTER_URL  use this Redis Cluster as it is, in
+#                             go-redis's form redis://h1:p1?addr=h2:p2&addr=h3:p3
 #   MEMENTO_TEST_TIMEOUT      go test -timeout per package (default 25m)
 #   MEMENTO_TEST_PACKAGES     packages to test (default ./...)
 set -euo pipefail
@@ -31,12 +35,19 @@ WORKDIR=""
 PG_DATA=""
 PG_PID=""
 REDIS_PID=""
+REDIS_CLUSTER_PIDS=()
 APT_UPDATED=""
 PG_PORT_AUTO=""
 
 cleanup() {
 	local rc=$?
 	set +e
+	local pid
+	for pid in "${REDIS_CLUSTER_PIDS[@]}"; do
+		log "stopping the Redis Cluster node it started (pid $pid)"
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
 	if [[ -n "$REDIS_PID" ]]; then
 		log "stopping the Redis it started (pid $REDIS_PID)"
 		kill "$REDIS_PID" 2>/dev/null
@@ -174,6 +185,17 @@ free_port() {
 	die "no free port from $1"
 }
 
+# free_ports N BASE: N distinct ports from BASE on that nothing listens on.
+free_ports() {
+	local n=$1 p=$2 out=()
+	while ((${#out[@]} < n)); do
+		p="$(free_port "$p")"
+		out+=("$p")
+		p=$((p + 1))
+	done
+	echo "${out[@]}"
+}
+
 workdir() {
 	if [[ -z "$WORKDIR" ]]; then
 		WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/memento-test.XXXXXX")"
@@ -233,6 +255,45 @@ start_redis() {
 	log "Redis started (pid $REDIS_PID)"
 }
 
+# start_redis_cluster: three masters on free loopback ports (and free cluster
+# bus ports: the default, port + 10000, may be taken), slots spread by
+# redis-cli --cluster create; waits for cluster_state:ok.
+start_redis_cluster() {
+	workdir
+	local ports bus i p dir info=""
+	read -r -a ports <<<"$(free_ports 6 $((29432 + RANDOM % 2000)))"
+	bus=("${ports[@]:3:3}")
+	ports=("${ports[@]:0:3}")
+	for i in 0 1 2; do
+		p="${ports[$i]}"
+		dir="$WORKDIR/redis-cluster/$p"
+		mkdir -p "$dir"
+		redis-server --bind 127.0.0.1 --port "$p" --cluster-enabled yes --cluster-port "${bus[$i]}" \
+			--cluster-config-file "$dir/nodes.conf" --cluster-node-timeout 5000 --save "" --appendonly no \
+			--dir "$dir" --daemonize no --logfile "$dir/redis.log" &
+		REDIS_CLUSTER_PIDS+=($!)
+	done
+	log "starting a Redis Cluster on 127.0.0.1:${ports[*]} (bus ${bus[*]}; pids ${REDIS_CLUSTER_PIDS[*]})"
+	for p in "${ports[@]}"; do
+		for _ in $(seq 100); do
+			redis_answers "$p" && break
+			sleep 0.1
+		done
+		redis_answers "$p" || { cat "$WORKDIR/redis-cluster/$p/redis.log" >&2; die "Redis Cluster node did not answer on port $p"; }
+	done
+	redis-cli --cluster create "127.0.0.1:${ports[0]}" "127.0.0.1:${ports[1]}" "127.0.0.1:${ports[2]}" \
+		--cluster-replicas 0 --cluster-yes >"$WORKDIR/redis-cluster/create.log" 2>&1 ||
+		{ cat "$WORKDIR/redis-cluster/create.log" >&2; die "redis-cli --cluster create failed"; }
+	for _ in $(seq 150); do
+		info="$(redis-cli -h 127.0.0.1 -p "${ports[0]}" cluster info 2>/dev/null || true)"
+		[[ "$info" == *cluster_state:ok* ]] && break
+		sleep 0.2
+	done
+	[[ "$info" == *cluster_state:ok* ]] || { printf '%s\n' "$info" >&2; die "the Redis Cluster did not reach cluster_state:ok"; }
+	export MEMENTO_TEST_REDIS_CLUSTER_URL="redis://127.0.0.1:${ports[0]}?addr=127.0.0.1:${ports[1]}&addr=127.0.0.1:${ports[2]}"
+	log "Redis Cluster ready: $MEMENTO_TEST_REDIS_CLUSTER_URL"
+}
+
 # --- PostgreSQL -------------------------------------------------------------------
 # A server on the port that refuses a password-less login (say a stock Debian
 # cluster) is left alone: a private one is started on a free port instead.
@@ -283,6 +344,15 @@ else
 	export MEMENTO_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 fi
 
+# --- Redis Cluster ----------------------------------------------------------------
+if [[ -n "${MEMENTO_TEST_REDIS_CLUSTER_URL:-}" ]]; then
+	log "Redis Cluster: using MEMENTO_TEST_REDIS_CLUSTER_URL as given"
+else
+	command -v redis-server >/dev/null || apt_install redis-server
+	command -v redis-cli >/dev/null || apt_install redis-tools
+	start_redis_cluster
+fi
+
 # --- checks and tests ---------------------------------------------------------------
 log "gofmt"
 # testdata may hold deliberately odd Go files.
@@ -293,14 +363,25 @@ if [[ -n "$unformatted" ]]; then
 	die "these files are not gofmt-formatted (run: gofmt -w <file>)"
 fi
 
+# go mod tidy -diff changes nothing on disk: it prints what tidy would
+# change and fails if anything would.
+log "go mod tidy -diff"
+go mod tidy -diff || die "go.mod or go.sum is not tidy (run: go mod tidy)"
+PEER=cmd/memento/internal/bench/dbospeer
+if [[ -f "$PEER/go.mod" ]]; then
+	(cd "$PEER" && go mod tidy -diff) || die "$PEER: go.mod or go.sum is not tidy (run: cd $PEER && go mod tidy)"
+fi
+
 log "go vet ./..."
 go vet ./...
+# The crash tests build the binary with its crash points; vet that build too.
+go vet -tags memento_crashpoints ./cmd/memento/
 
 # The benchmark peer is its own module (the product never depends on it):
 # build it so it cannot rot, but do not run it here.
-if [[ -f bench/dbospeer/go.mod ]]; then
-	log "building bench/dbospeer"
-	(cd bench/dbospeer && go vet ./... && go build -o /dev/null ./...)
+if [[ -f cmd/memento/internal/bench/dbospeer/go.mod ]]; then
+	log "building cmd/memento/internal/bench/dbospeer"
+	(cd cmd/memento/internal/bench/dbospeer && go vet ./... && go build -o /dev/null ./...)
 fi
 
 SOAK='^TestSoakRandomKills$'

@@ -37,6 +37,9 @@ func openEngine(t testing.TB, backend string, cfg memento.Config) *memento.Engin
 	// Always a data directory of the test's own: embedded parts (sessions,
 	// the PII vault key) live there even when runs are on PostgreSQL.
 	cfg.DataDir = t.TempDir()
+	if len(cfg.PII.Key) == 0 {
+		cfg.PII.Key = storetest.PIIKey // shared backends refuse to start without one
+	}
 	switch backend {
 	case "sqlite":
 	case "postgres":
@@ -99,16 +102,24 @@ func newEnv(t testing.TB, backend string, o envOptions) *testEnv {
 // env's client sends apiKey. The server log is printed if the test fails.
 func serveEngine(t testing.TB, eng *memento.Engine, apiKeys, apiKey string) *testEnv {
 	t.Helper()
+	return serveEngineWith(t, eng, apiKeys, apiKey, nil)
+}
+
+// serveEngineWith is serveEngine with server options changed by mod.
+func serveEngineWith(t testing.TB, eng *memento.Engine, apiKeys, apiKey string, mod func(*server.Options)) *testEnv {
+	t.Helper()
 	logs := &syncBuffer{}
 	keys := server.NewKeySet()
 	if err := server.ParseAPIKeys(keys, apiKeys); err != nil {
 		t.Fatalf("keys: %v", err)
 	}
-	srv, err := server.New(server.Options{
-		Engine: eng,
-		Keys:   keys,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	o := engineOptions(eng)
+	o.Keys = keys
+	o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if mod != nil {
+		mod(&o)
+	}
+	srv, err := server.New(o)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
@@ -288,5 +299,13 @@ func commitReq(rev int64, l run.Lease, typ string, state string) run.CommitReque
 		Event:            run.EventInput{EventType: typ, StepID: typ, Attempt: 1, Payload: json.RawMessage(`{"ok":true}`)},
 		State:            json.RawMessage(state),
 		NextStep:         "next-" + typ,
+	}
+}
+
+// engineOptions are server options serving eng's services, as serve does.
+func engineOptions(eng *memento.Engine) server.Options {
+	return server.Options{
+		Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 	}
 }

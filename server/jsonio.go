@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/mementohq/memento/problem"
 )
 
@@ -46,25 +49,21 @@ func (s *Server) readJSONObject(w http.ResponseWriter, r *http.Request) ([]byte,
 	if len(trimmed) == 0 {
 		return nil, badRequest("the request body is empty; a JSON object is required")
 	}
+	if err := checkJSON(trimmed); err != nil {
+		return nil, err
+	}
 	if trimmed[0] != '{' {
-		if !json.Valid(trimmed) {
-			return nil, badRequest("malformed JSON: %v", syntaxDetail(trimmed))
-		}
 		return nil, badRequest("the request body must be a JSON object")
 	}
 	return trimmed, nil
 }
 
-// decodeStrict decodes a body readJSONObject returned into dst: no unknown
-// fields, nothing after the object.
+// decodeStrict decodes a body readJSONObject returned (and checkJSON
+// passed) into dst: member names match exactly, case included, and an
+// unknown one is refused, so a typo never silently drops a field.
 func decodeStrict(trimmed []byte, dst any) error {
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return decodeError(trimmed, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("unexpected data after the JSON object")
+	if err := jsonv2.Unmarshal(trimmed, dst, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return decodeError(err)
 	}
 	return nil
 }
@@ -113,40 +112,49 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 	}
 }
 
-func syntaxDetail(b []byte) string {
-	var v any
-	err := json.Unmarshal(b, &v)
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
-	}
-	if err != nil {
-		return err.Error()
-	}
-	return "invalid JSON"
-}
-
-func decodeError(body []byte, err error) error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return badRequest("malformed JSON: %v (at byte %d)", se, se.Offset)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("malformed JSON: the body ends in the middle of a value")
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return badRequest("the request body must be a JSON object")
-		}
-		return badRequest("field %q must be %s, not a JSON %s", te.Field, jsonTypeName(te.Type.String()), te.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	default:
-		if !json.Valid(body) {
-			return badRequest("malformed JSON: %v", syntaxDetail(body))
-		}
+// decodeError words a decoding error of well-formed JSON: which field,
+// and what it must be.
+func decodeError(err error) error {
+	var se *jsonv2.SemanticError
+	if !errors.As(err, &se) {
 		return badRequest("cannot decode the body: %v", err)
 	}
+	path := strings.ReplaceAll(strings.TrimPrefix(string(se.JSONPointer), "/"), "/", ".")
+	switch {
+	case errors.Is(se.Err, jsonv2.ErrUnknownName):
+		name := path
+		if i := strings.LastIndexByte(path, '.'); i >= 0 {
+			name = path[i+1:]
+		}
+		return badRequest("unknown field %q (field names are case-sensitive)", name)
+	case path == "":
+		return badRequest("the request body must be a JSON object")
+	case se.GoType != nil && se.JSONKind != 0:
+		return badRequest("field %q must be %s, not a JSON %s", path, jsonTypeName(se.GoType.String()), kindName(se.JSONKind))
+	case se.GoType != nil:
+		return badRequest("field %q must be %s", path, jsonTypeName(se.GoType.String()))
+	default:
+		return badRequest("field %q: %v", path, se.Err)
+	}
+}
+
+// kindName names a JSON kind the way encoding/json's errors did.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	}
+	return "value"
 }
 
 // jsonTypeName says a Go field type the way a JSON client thinks of it.
@@ -174,7 +182,13 @@ func jsonTypeName(goType string) string {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeProblem(w, Problem{Type: problem.TypeBase + problem.Internal, Title: "Internal server error", Status: 500, Detail: "cannot encode the response"})
+		// The request id is in the header already; the request log line
+		// gets the cause.
+		if sw, ok := w.(*statusWriter); ok && sw.ri != nil {
+			sw.ri.cause, sw.ri.problem = "encode the response: "+err.Error(), problem.Internal
+		}
+		writeProblem(w, Problem{Type: problem.TypeBase + problem.Internal, Title: "Internal server error", Status: 500,
+			Detail: "cannot encode the response", RequestID: w.Header().Get("X-Request-Id")})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

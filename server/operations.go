@@ -66,7 +66,7 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	if err := run.ValidID("owner", req.Owner); err != nil {
 		return err
 	}
-	v := &resume.Verifier{Runs: s.eng.Runs, Ops: s.eng.Ops}
+	v := &resume.Verifier{Runs: s.runs, Ops: s.ops}
 	res, err := v.Resume(r.Context(), resume.Request{TenantID: tenant(r), RunID: runID(r), Owner: req.Owner, LeaseTTL: ttl, ExpectedRevision: req.ExpectedRevision})
 	if errors.Is(err, resume.ErrRefused) {
 		ri := infoOf(r)
@@ -104,7 +104,7 @@ func (s *Server) prepareOperation(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	rn, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r))
+	rn, err := s.runs.Get(r.Context(), tenant(r), runID(r))
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (s *Server) prepareOperation(w http.ResponseWriter, r *http.Request) error 
 		}
 		req.OperationID = toolop.OperationID(rn.RunID, req.BusinessKey)
 	}
-	op, created, err := s.eng.Ops.Prepare(r.Context(), tenant(r), toolop.PrepareRequest{
+	op, created, err := s.ops.Prepare(r.Context(), tenant(r), toolop.PrepareRequest{
 		OperationID: req.OperationID, RunID: rn.RunID, StepID: req.StepID, ToolName: req.ToolName, RequestDigest: req.RequestDigest,
 	})
 	if err != nil {
@@ -133,19 +133,27 @@ func (s *Server) prepareOperation(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r)); err != nil {
+	if _, err := s.runs.Get(r.Context(), tenant(r), runID(r)); err != nil {
 		return err
 	}
-	ops, err := s.eng.Ops.List(r.Context(), tenant(r), runID(r))
+	q, err := query(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(ops, ""))
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	ops, next, err := s.ops.ListPage(r.Context(), tenant(r), runID(r), q.Get("cursor"), int(min(limit, toolop.MaxListLimit)))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listOf(ops, next))
 	return nil
 }
 
 func (s *Server) getOperation(w http.ResponseWriter, r *http.Request) error {
-	op, err := s.eng.Ops.Get(r.Context(), tenant(r), r.PathValue("operation_id"))
+	op, err := s.ops.Get(r.Context(), tenant(r), r.PathValue("operation_id"))
 	if err != nil {
 		return err
 	}
@@ -178,18 +186,18 @@ func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) err
 	var err error
 	switch tr := r.PathValue("transition"); tr {
 	case "started":
-		op, err = s.eng.Ops.Start(ctx, tn, id)
+		op, err = s.ops.Start(ctx, tn, id)
 	case "succeeded":
-		op, err = s.eng.Ops.Succeed(ctx, tn, id, toolop.Outcome{ExternalRef: req.ExternalRef, Result: req.Result})
+		op, err = s.ops.Succeed(ctx, tn, id, toolop.Outcome{ExternalRef: req.ExternalRef, Result: req.Result})
 	case "failed":
-		op, err = s.eng.Ops.Fail(ctx, tn, id, toolop.Outcome{ExternalRef: req.ExternalRef, Result: req.Result, Error: req.Error})
+		op, err = s.ops.Fail(ctx, tn, id, toolop.Outcome{ExternalRef: req.ExternalRef, Result: req.Result, Error: req.Error})
 	case "unknown":
-		op, err = s.eng.Ops.MarkUnknown(ctx, tn, id, req.Error)
+		op, err = s.ops.MarkUnknown(ctx, tn, id, req.Error)
 	case "resolve":
 		if p, _ := PrincipalFrom(ctx); s.keys.Len() > 0 && p.Role < RoleAdmin {
 			return newError(problem.Forbidden, "resolving an operation by hand needs the admin role")
 		}
-		op, err = s.eng.Ops.Resolve(ctx, tn, id, toolop.Resolution{Outcome: req.Outcome, ExternalRef: req.ExternalRef, Result: req.Result, Error: req.Error, By: req.By, Reason: req.Reason})
+		op, err = s.ops.Resolve(ctx, tn, id, toolop.Resolution{Outcome: req.Outcome, ExternalRef: req.ExternalRef, Result: req.Result, Error: req.Error, By: req.By, Reason: req.Reason})
 	default:
 		return newError(problem.OperationUnsupported, "transition "+strconv.Quote(tr)+" is not one of started, succeeded, failed, unknown, resolve")
 	}
@@ -217,7 +225,7 @@ type ApprovalView struct {
 }
 
 func (s *Server) view(a toolop.Approval) ApprovalView {
-	return ApprovalView{Approval: a, Effective: a.Effective(s.eng.Ops.Now())}
+	return ApprovalView{Approval: a, Effective: a.Effective(s.ops.Now())}
 }
 
 func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request) error {
@@ -225,14 +233,14 @@ func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	rn, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r))
+	rn, err := s.runs.Get(r.Context(), tenant(r), runID(r))
 	if err != nil {
 		return err
 	}
 	if req.TTLMs <= 0 || req.TTLMs > toolop.MaxApprovalTTL.Milliseconds() {
 		return unprocessable("ttl_ms must be positive and at most %d", toolop.MaxApprovalTTL.Milliseconds())
 	}
-	a, created, err := s.eng.Ops.RequestApproval(r.Context(), tenant(r), toolop.ApprovalRequest{
+	a, created, err := s.ops.RequestApproval(r.Context(), tenant(r), toolop.ApprovalRequest{
 		ApprovalID: req.ApprovalID, RunID: rn.RunID, StepID: req.StepID, RequestDigest: req.RequestDigest,
 		Summary: req.Summary, TTL: time.Duration(req.TTLMs) * time.Millisecond,
 	})
@@ -249,10 +257,18 @@ func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r)); err != nil {
+	if _, err := s.runs.Get(r.Context(), tenant(r), runID(r)); err != nil {
 		return err
 	}
-	as, err := s.eng.Ops.ListApprovals(r.Context(), tenant(r), runID(r))
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return err
+	}
+	as, next, err := s.ops.ListApprovalsPage(r.Context(), tenant(r), runID(r), q.Get("cursor"), int(min(limit, toolop.MaxListLimit)))
 	if err != nil {
 		return err
 	}
@@ -260,12 +276,12 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
 	for _, a := range as {
 		views = append(views, s.view(a))
 	}
-	writeJSON(w, http.StatusOK, listOf(views, ""))
+	writeJSON(w, http.StatusOK, listOf(views, next))
 	return nil
 }
 
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.eng.Ops.GetApproval(r.Context(), tenant(r), r.PathValue("approval_id"))
+	a, err := s.ops.GetApproval(r.Context(), tenant(r), r.PathValue("approval_id"))
 	if err != nil {
 		return err
 	}
@@ -278,7 +294,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &d); err != nil {
 		return err
 	}
-	a, err := s.eng.Ops.Decide(r.Context(), tenant(r), r.PathValue("approval_id"), d)
+	a, err := s.ops.Decide(r.Context(), tenant(r), r.PathValue("approval_id"), d)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mementohq/memento/problem"
+	"github.com/mementohq/memento/run"
 )
 
 // Problem is an RFC 9457 problem detail. RequestID is an extension member
@@ -23,6 +25,12 @@ type Problem struct {
 	Detail    string `json:"detail,omitempty"`
 	Instance  string `json:"instance,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+
+	// Facts of typed domain errors, as extension members: the run's
+	// revision on revision-conflict, the holder on lease-held.
+	CurrentRevision int64      `json:"current_revision,omitempty"`
+	LeaseOwner      string     `json:"lease_owner,omitempty"`
+	LeaseExpiresAt  *time.Time `json:"lease_expires_at,omitempty"`
 }
 
 // Kind returns the stable tail of the problem type.
@@ -99,14 +107,11 @@ func problemFor(r *http.Request, err error) (p Problem, internal bool) {
 			}
 		}
 		if !matched {
-			switch {
-			case r.Context().Err() != nil && errors.Is(err, context.Canceled):
+			if r.Context().Err() == context.Canceled && errors.Is(err, context.Canceled) {
 				kind, detail = problem.ClientClosedRequest, "the client closed the request"
-			case errors.Is(err, context.DeadlineExceeded):
-				kind, detail = problem.Timeout, "the backend did not answer in time"
-			case isNetError(err):
-				kind, detail = problem.Unavailable, "the backend is unreachable"
-			default:
+			} else if k, d, ok := storeFault(err); ok {
+				kind, detail = k, d
+			} else {
 				internal = true
 			}
 		}
@@ -119,13 +124,22 @@ func problemFor(r *http.Request, err error) (p Problem, internal bool) {
 	if status == 0 {
 		status = k.Status
 	}
-	return Problem{
+	p = Problem{
 		Type:     problem.Type(kind),
 		Title:    k.Title,
 		Status:   status,
 		Detail:   detail,
 		Instance: r.URL.Path,
-	}, internal
+	}
+	var rc *run.RevisionConflictError
+	if errors.As(err, &rc) {
+		p.CurrentRevision = rc.Current
+	}
+	var lh *run.LeaseHeldError
+	if errors.As(err, &lh) {
+		p.LeaseOwner, p.LeaseExpiresAt = lh.Owner, lh.ExpiresAt
+	}
+	return p, internal
 }
 
 func isNetError(err error) bool {

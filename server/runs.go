@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,7 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mementohq/memento/internal/commitjson"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 )
@@ -69,7 +73,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	rn, created, err := s.eng.Runs.Create(r.Context(), tenant(r), req, r.Header.Get("Idempotency-Key"))
+	rn, created, err := s.runs.Create(r.Context(), tenant(r), req, r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
 	}
@@ -92,7 +96,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	runs, next, err := s.eng.Runs.List(r.Context(), tenant(r), run.Status(q.Get("status")), q.Get("workflow"), q.Get("cursor"), clampLimit(limit))
+	runs, next, err := s.runs.List(r.Context(), tenant(r), run.Status(q.Get("status")), q.Get("workflow"), q.Get("cursor"), clampLimit(limit))
 	if err != nil {
 		return err
 	}
@@ -101,7 +105,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
-	rn, err := s.eng.Runs.Get(r.Context(), tenant(r), runID(r))
+	rn, err := s.runs.Get(r.Context(), tenant(r), runID(r))
 	if err != nil {
 		return err
 	}
@@ -122,7 +126,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	evs, err := s.eng.Runs.Events(r.Context(), tenant(r), runID(r), after, clampLimit(limit))
+	evs, err := s.runs.Events(r.Context(), tenant(r), runID(r), after, clampLimit(limit))
 	if err != nil {
 		return err
 	}
@@ -171,7 +175,7 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	l, err := s.eng.Runs.AcquireLease(r.Context(), tenant(r), runID(r), req.Owner, req.Epoch, ttl)
+	l, err := s.runs.AcquireLease(r.Context(), tenant(r), runID(r), req.Owner, req.Epoch, ttl)
 	if err != nil {
 		return err
 	}
@@ -184,7 +188,7 @@ func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if err := s.eng.Runs.ReleaseLease(r.Context(), tenant(r), runID(r), req.Lease); err != nil {
+	if err := s.runs.ReleaseLease(r.Context(), tenant(r), runID(r), req.Lease); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -203,12 +207,8 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The usual body takes the fast reader; anything else, and every
-	// error, goes through encoding/json as on the other routes.
-	if !commitjson.DecodeRequest(body, &req) {
-		if err := decodeStrict(body, &req); err != nil {
-			return err
-		}
+	if err := decodeStrict(body, &req); err != nil {
+		return err
 	}
 	if im := r.Header.Get("If-Match"); im != "" {
 		rev, err := ifMatchRevision(im, req.ExpectedRevision)
@@ -217,8 +217,11 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 		}
 		req.ExpectedRevision = rev
 	}
-	rn, ev, err := s.eng.Runs.Commit(r.Context(), tenant(r), runID(r), req)
+	rn, ev, err := s.runs.Commit(r.Context(), tenant(r), runID(r), req)
 	if err != nil {
+		if outcomeUnknown(err) {
+			return commitOutcomeUnknown(err, runLocation(runID(r)))
+		}
 		switch {
 		case errors.Is(err, run.ErrRevisionConflict):
 			s.metrics.commitConflicts.WithLabelValues(conflictRevision).Inc()
@@ -231,32 +234,73 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.commits.Inc()
 	w.Header().Set("ETag", revisionETag(rn.StateRevision))
-	writeCommit(w, &rn, &ev)
+	writeCommit(w, preferMinimal(r), &rn, &ev)
 	return nil
 }
 
 // commitBufs recycles response buffers: a commit answer is written out
 // before writeCommit returns, and commits are the hot path of the API.
-var commitBufs = sync.Pool{New: func() any { return new([]byte) }}
+var commitBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// writeCommit answers 200 with the commit response, as writeJSON would.
-func writeCommit(w http.ResponseWriter, rn *run.Run, ev *run.Event) {
-	bp := commitBufs.Get().(*[]byte)
-	defer commitBufs.Put(bp)
-	b, ok := commitjson.AppendResponse((*bp)[:0], rn, ev)
-	if !ok {
-		// Something to escape or repair: encoding/json does it.
-		writeJSON(w, http.StatusOK, CommitResponse{Run: *rn, Event: *ev})
+// responseJSON is how answers are encoded: encoding/json's member rules
+// (omitempty omits zero numbers too), no HTML escaping, so a state full of
+// '<' and '&' costs what plain text does.
+var responseJSON = jsonv2.JoinOptions(jsonv1.OmitEmptyWithLegacySemantics(true), jsontext.EscapeForHTML(false))
+
+// MinimalCommitResponse is the answer to a commit sent with
+// Prefer: return=minimal (RFC 7240): what a caller needs to go on,
+// without the state it just sent.
+type MinimalCommitResponse struct {
+	Run struct {
+		RunID         string     `json:"run_id"`
+		StateRevision int64      `json:"state_revision"`
+		Status        run.Status `json:"status"`
+		NextStep      string     `json:"next_step"`
+	} `json:"run"`
+	Event struct {
+		Seq int64 `json:"seq"`
+	} `json:"event"`
+}
+
+// writeCommit answers 200 with the commit response, whole or minimal.
+func writeCommit(w http.ResponseWriter, minimal bool, rn *run.Run, ev *run.Event) {
+	buf := commitBufs.Get().(*bytes.Buffer)
+	defer commitBufs.Put(buf)
+	buf.Reset()
+	var v any = &CommitResponse{Run: *rn, Event: *ev}
+	if minimal {
+		m := &MinimalCommitResponse{}
+		m.Run.RunID, m.Run.StateRevision, m.Run.Status, m.Run.NextStep = rn.RunID, rn.StateRevision, rn.Status, rn.NextStep
+		m.Event.Seq = ev.Seq
+		v = m
+		w.Header().Set("Preference-Applied", "return=minimal")
+	}
+	if err := jsonv2.MarshalWrite(buf, v, responseJSON); err != nil {
+		writeJSON(w, http.StatusOK, v) // answers the encoding problem
 		return
 	}
-	b = append(b, '\n')
-	if cap(b) <= 64<<10 {
-		*bp = b
-	}
+	buf.WriteByte('\n')
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	_, _ = w.Write(buf.Bytes())
+	if buf.Cap() > 64<<10 {
+		*buf = bytes.Buffer{} // do not keep a huge state's buffer in the pool
+	}
+}
+
+// preferMinimal reports whether the request's Prefer header asks for
+// return=minimal (RFC 7240; preferences are comma-separated tokens).
+func preferMinimal(r *http.Request) bool {
+	for _, h := range r.Header.Values("Prefer") {
+		for pref := range strings.SplitSeq(h, ",") {
+			name, _, _ := strings.Cut(pref, ";")
+			if strings.EqualFold(strings.ReplaceAll(strings.TrimSpace(name), " ", ""), "return=minimal") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ifMatchRevision reconciles an If-Match header with the body's
@@ -342,7 +386,7 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	cp, err := s.eng.Runs.Checkpoint(r.Context(), tenant(r), runID(r), req.Label, req.Revision)
+	cp, err := s.runs.Checkpoint(r.Context(), tenant(r), runID(r), req.Label, req.Revision)
 	if err != nil {
 		return err
 	}
@@ -359,7 +403,7 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cps, next, err := s.eng.Runs.Checkpoints(r.Context(), tenant(r), runID(r), q.Get("cursor"), clampLimit(limit))
+	cps, next, err := s.runs.Checkpoints(r.Context(), tenant(r), runID(r), q.Get("cursor"), clampLimit(limit))
 	if err != nil {
 		return err
 	}
@@ -372,7 +416,7 @@ func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	rn, err := s.eng.Runs.Fork(r.Context(), tenant(r), runID(r), req)
+	rn, err := s.runs.Fork(r.Context(), tenant(r), runID(r), req)
 	if err != nil {
 		return err
 	}

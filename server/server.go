@@ -12,15 +12,35 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/session"
+	"github.com/mementohq/memento/telemetry"
+	"github.com/mementohq/memento/toolop"
 )
 
 // Options configure a Server.
 type Options struct {
-	// Engine provides the domain services; required.
-	Engine *memento.Engine
+	// Runs, Ops, Sessions and Vault are the domain services the API
+	// serves; all are required.
+	Runs     *run.Service
+	Ops      *toolop.Service
+	Sessions *session.Service
+	Vault    *pii.Vault
+	// Ready reports whether every backend answers (GET /readyz); nil
+	// means always ready.
+	Ready func(context.Context) error
+	// Backend names the store that holds runs, for /readyz and the log.
+	Backend string
+	// MaxStateBytes is the run state limit the services enforce; 0 means
+	// run.DefaultMaxStateBytes. It sizes the default MaxBodyBytes.
+	MaxStateBytes int
 	// Keys are the API keys. Nil or empty means no authentication, one
 	// default tenant, and a loopback-only listener.
 	Keys *KeySet
@@ -31,19 +51,38 @@ type Options struct {
 	MaxBodyBytes int64
 	// ShutdownTimeout bounds the graceful drain in Serve; 0 means 15s.
 	ShutdownTimeout time.Duration
+	// RequestTimeout bounds each request's work, store calls included, so
+	// a hung database cannot apply a commit long after the client gave
+	// up; 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// MaxInFlight bounds the API requests served at once (health, metrics
+	// and the API document are not counted); beyond it a request is
+	// answered 503 overloaded at once. 0 means DefaultMaxInFlight.
+	MaxInFlight int
+	// Tracing, when set, makes every request a span (W3C traceparent is
+	// honoured) carrying the route, status and request id; nil costs nothing.
+	Tracing *telemetry.Tracing
 }
 
 // Server is the HTTP API. It is an http.Handler; Serve runs it on a listener.
 type Server struct {
-	eng             *memento.Engine
+	runs            *run.Service
+	ops             *toolop.Service
+	sessions        *session.Service
+	vault           *pii.Vault
+	ready           func(context.Context) error
+	backend         string
 	keys            *KeySet
 	log             *slog.Logger
 	maxBody         int64
 	shutdownTimeout time.Duration
+	requestTimeout  time.Duration
+	inFlight        chan struct{}
 	metrics         *metrics
 	mux             *http.ServeMux
 	routes          []Route
 	openapi         []byte
+	tracing         *telemetry.Tracing
 }
 
 // HandlerFunc is a route handler: it writes a success response itself and
@@ -59,6 +98,8 @@ type Route struct {
 	// Role is the least role a key needs; 0 means reader for GET, writer otherwise.
 	Role    Role
 	Handler HandlerFunc
+
+	pathParams []string // the {wildcards} of Path, checked on every request
 }
 
 // Pattern is the ServeMux pattern of the route, also its metrics label.
@@ -78,15 +119,22 @@ func (s *Server) allRoutes() []Route {
 
 // New builds a Server: routes, metrics and the OpenAPI document.
 func New(opts Options) (*Server, error) {
-	if opts.Engine == nil {
-		return nil, errors.New("server: an engine is required")
+	if opts.Runs == nil || opts.Ops == nil || opts.Sessions == nil || opts.Vault == nil {
+		return nil, errors.New("server: the run, operation, session and vault services are required")
 	}
 	s := &Server{
-		eng:             opts.Engine,
+		tracing:         opts.Tracing,
+		runs:            opts.Runs,
+		ops:             opts.Ops,
+		sessions:        opts.Sessions,
+		vault:           opts.Vault,
+		ready:           opts.Ready,
+		backend:         opts.Backend,
 		keys:            opts.Keys,
 		log:             opts.Logger,
 		maxBody:         opts.MaxBodyBytes,
 		shutdownTimeout: opts.ShutdownTimeout,
+		requestTimeout:  opts.RequestTimeout,
 		metrics:         newMetrics(),
 		mux:             http.NewServeMux(),
 	}
@@ -96,12 +144,25 @@ func New(opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if s.ready == nil {
+		s.ready = func(context.Context) error { return nil }
+	}
+	if opts.MaxStateBytes <= 0 {
+		opts.MaxStateBytes = run.DefaultMaxStateBytes
+	}
 	if s.maxBody <= 0 {
-		s.maxBody = 2*int64(opts.Engine.Config().MaxStateBytes) + 64<<10
+		s.maxBody = 2*int64(opts.MaxStateBytes) + 64<<10
 	}
 	if s.shutdownTimeout <= 0 {
 		s.shutdownTimeout = 15 * time.Second
 	}
+	if s.requestTimeout <= 0 {
+		s.requestTimeout = DefaultRequestTimeout
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	s.inFlight = make(chan struct{}, opts.MaxInFlight)
 	s.routes = s.allRoutes()
 	for i := range s.routes {
 		rt := &s.routes[i]
@@ -111,6 +172,7 @@ func New(opts Options) (*Server, error) {
 				rt.Role = RoleReader
 			}
 		}
+		rt.pathParams = pathParams(rt.Path)
 		s.mux.HandleFunc(rt.Pattern(), s.wrap(*rt))
 	}
 	doc, err := buildOpenAPI(openapiFS)
@@ -155,7 +217,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	s.log.Info("listening", "addr", ln.Addr().String(), "backend", string(s.eng.Backend()), "auth", s.AuthEnabled())
+	s.log.Info("listening", "addr", ln.Addr().String(), "backend", s.backend, "auth", s.AuthEnabled())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -184,6 +246,10 @@ type reqInfo struct {
 	// here rather than in a context of its own: one fewer request copy.
 	principal Principal
 	authed    bool
+	// cause is the error behind a 5xx answer, for the request log line.
+	cause string
+	// traceID links the log line to the request's span when tracing is on.
+	traceID string
 }
 
 type reqInfoKey struct{}
@@ -201,8 +267,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ri := &reqInfo{id: requestID(r)}
 	w.Header().Set("X-Request-Id", ri.id)
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, ri: ri}
 	r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
+	_, pat := s.mux.Handler(r)
+	if s.tracing != nil {
+		// Registered before the recovery below, so it ends the span after
+		// the status (a panic's 500 included) is known.
+		var end func()
+		r, end = s.startSpan(r, sw, ri, pat)
+		defer end()
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -210,6 +284,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.log.Error("panic serving request", "request_id", ri.id, "method", r.Method,
 				"route", r.Pattern, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			ri.cause = "panic: " + fmt.Sprint(v)
 			if !sw.wroteHeader {
 				p, _ := problemFor(r, errors.New("panic"))
 				p.RequestID = ri.id
@@ -219,7 +294,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.observe(r, sw, ri, time.Since(start))
 	}()
-	if _, pat := s.mux.Handler(r); pat == "" {
+	if pat == "" {
 		s.serveUnmatched(sw, r)
 		return
 	}
@@ -252,6 +327,12 @@ func (s *Server) observe(r *http.Request, sw *statusWriter, ri *reqInfo, d time.
 	}
 	if ri.problem != "" {
 		attrs = append(attrs, slog.String("problem", ri.problem))
+	}
+	if ri.cause != "" {
+		attrs = append(attrs, slog.String("error", ri.cause))
+	}
+	if ri.traceID != "" {
+		attrs = append(attrs, slog.String("trace_id", ri.traceID))
 	}
 	s.log.LogAttrs(r.Context(), level, "request", attrs...)
 }
@@ -287,6 +368,18 @@ func (s *Server) serveUnmatched(w http.ResponseWriter, r *http.Request) {
 func (s *Server) wrap(rt Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !rt.Public {
+			select {
+			case s.inFlight <- struct{}{}:
+				defer func() { <-s.inFlight }()
+			default:
+				s.fail(w, r, newError(problem.Overloaded, fmt.Sprintf("more than %d requests are in flight; retry after a moment", cap(s.inFlight))))
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.requestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		if !rt.Public {
 			p, err := s.authenticate(r, rt.Role)
 			if err != nil {
 				s.fail(w, r, err)
@@ -299,6 +392,10 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 			}
 			ri.tenant, ri.principal, ri.authed = p.Tenant, p, true
 		}
+		if err := checkRequest(r, &rt); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		if err := rt.Handler(w, r); err != nil {
 			s.fail(w, r, err)
 		}
@@ -310,15 +407,33 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	ri := infoOf(r)
 	p, internal := problemFor(r, err)
+	if internal && s.backendDown(r) {
+		// An unexpected error while the backend does not answer its
+		// readiness check is the backend's absence (a closed pool, say).
+		k, _ := problem.Lookup(problem.Unavailable)
+		p.Type, p.Title, p.Status = problem.Type(problem.Unavailable), k.Title, k.Status
+		p.Detail = "the store is unavailable; retry after a moment"
+	}
 	p.RequestID = ri.id
 	ri.problem = p.Kind()
 	if internal || p.Status >= 500 {
-		s.log.Error("request failed", "request_id", ri.id, "method", r.Method, "route", r.Pattern, "error", err.Error())
+		ri.cause = err.Error()
+		s.log.Error("request failed", "request_id", ri.id, "method", r.Method, "route", r.Pattern, "problem", p.Kind(), "error", err.Error())
 	}
-	if p.Status == http.StatusUnauthorized {
+	switch p.Status {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="memento"`)
+	case http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
 	writeProblem(w, p)
+}
+
+// backendDown asks the readiness check, briefly, whether the backends answer.
+func (s *Server) backendDown(r *http.Request) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
+	defer cancel()
+	return s.ready(ctx) != nil
 }
 
 // requestID keeps a caller's X-Request-Id if it is short and printable, so
@@ -337,6 +452,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	status      int
 	wroteHeader bool
+	ri          *reqInfo // for a failure found while writing the answer
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -375,4 +491,38 @@ func (w *captureWriter) Write(b []byte) (int, error) {
 	}
 	w.body = append(w.body, b...)
 	return len(b), nil
+}
+
+// startSpan opens the request's server span, continuing the caller's trace
+// if it sent a traceparent; end closes it with the answer's status.
+func (s *Server) startSpan(r *http.Request, sw *statusWriter, ri *reqInfo, pattern string) (*http.Request, func()) {
+	name := pattern
+	if name == "" {
+		name = "unmatched"
+	}
+	ctx := s.tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := s.tracing.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String("http.request.method", r.Method),
+			attribute.String("http.route", pattern),
+			attribute.String("memento.request_id", ri.id),
+		))
+	ri.traceID = span.SpanContext().TraceID().String()
+	return r.WithContext(ctx), func() {
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if ri.tenant != "" {
+			span.SetAttributes(attribute.String("memento.tenant_id", ri.tenant))
+		}
+		if ri.problem != "" {
+			span.SetAttributes(attribute.String("memento.problem", ri.problem))
+		}
+		if status >= 500 {
+			span.SetStatus(codes.Error, ri.cause)
+		}
+		span.End()
+	}
 }

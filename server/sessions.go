@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -72,9 +73,9 @@ type SessionPutRequest struct {
 }
 
 func (s *Server) sessionTTL(seconds int64) (time.Duration, error) {
-	maxTTL := s.eng.Sessions.Options().MaxTTL
+	maxTTL := s.sessions.Options().MaxTTL
 	if seconds < 0 || seconds > int64(maxTTL/time.Second) {
-		return 0, unprocessable("ttl_seconds must be between 1 and %d (0 or absent means the default, %d)", int64(maxTTL/time.Second), int64(s.eng.Sessions.Options().DefaultTTL/time.Second))
+		return 0, unprocessable("ttl_seconds must be between 1 and %d (0 or absent means the default, %d)", int64(maxTTL/time.Second), int64(s.sessions.Options().DefaultTTL/time.Second))
 	}
 	return time.Duration(seconds) * time.Second, nil
 }
@@ -107,7 +108,7 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	ss, created, err := s.eng.Sessions.Put(r.Context(), tenant(r), sessionID(r), req)
+	ss, created, err := s.sessions.Put(r.Context(), tenant(r), sessionID(r), req)
 	if err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ss, err := s.eng.Sessions.Get(r.Context(), tenant(r), sessionID(r), user)
+	ss, err := s.sessions.Get(r.Context(), tenant(r), sessionID(r), user)
 	if err != nil {
 		return err
 	}
@@ -143,7 +144,16 @@ func (s *Server) readPatch(w http.ResponseWriter, r *http.Request) ([]byte, erro
 			return nil, newError(problem.UnsupportedMediaType, fmt.Sprintf("Content-Type %q: send application/merge-patch+json (RFC 7386) or application/json", ct))
 		}
 	}
-	return s.readBody(w, r, "")
+	body, err := s.readBody(w, r, "")
+	if err != nil {
+		return nil, err
+	}
+	// Exactly one JSON value (a trailing "}" is refused), of text every
+	// store keeps, nested no deeper than any stored document may be.
+	if err := checkJSON(bytes.TrimSpace(body)); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
@@ -163,7 +173,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ss, err := s.eng.Sessions.Patch(r.Context(), tenant(r), sessionID(r), user, rev, patch)
+	ss, err := s.sessions.Patch(r.Context(), tenant(r), sessionID(r), user, rev, patch)
 	if err != nil {
 		return err
 	}
@@ -177,7 +187,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.eng.Sessions.Close(r.Context(), tenant(r), sessionID(r), user); err != nil {
+	if _, err := s.sessions.Close(r.Context(), tenant(r), sessionID(r), user); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -191,7 +201,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ss, err := s.eng.Sessions.Close(r.Context(), tenant(r), sessionID(r), user)
+	ss, err := s.sessions.Close(r.Context(), tenant(r), sessionID(r), user)
 	if err != nil {
 		return err
 	}
@@ -213,7 +223,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &body); err != nil {
 		return err
 	}
-	res, err := s.eng.Sessions.Append(r.Context(), tenant(r), sessionID(r), user, body.Messages)
+	res, err := s.sessions.Append(r.Context(), tenant(r), sessionID(r), user, body.Messages)
 	if err != nil {
 		return err
 	}
@@ -247,11 +257,11 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 		}
 		mq.Since = t
 	}
-	ms, err := s.eng.Sessions.Messages(r.Context(), tenant(r), sessionID(r), user, mq)
+	ms, next, err := s.sessions.MessagePage(r.Context(), tenant(r), sessionID(r), user, mq, q.Get("cursor"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(ms, ""))
+	writeJSON(w, http.StatusOK, listOf(ms, next))
 	return nil
 }
 
@@ -265,11 +275,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ss, err := s.eng.Sessions.ListUser(r.Context(), tenant(r), user, int(min(limit, session.MaxListLimit)))
+	ss, next, err := s.sessions.ListUserPage(r.Context(), tenant(r), user, q.Get("cursor"), int(min(limit, session.MaxListLimit)))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, listOf(ss, ""))
+	writeJSON(w, http.StatusOK, listOf(ss, next))
 	return nil
 }
 
@@ -290,7 +300,7 @@ func (s *Server) putSummary(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sum := session.Summary{Text: body.Text, Data: body.Data, ThroughSeq: body.ThroughSeq}
-	ss, err := s.eng.Sessions.SetSummary(r.Context(), tenant(r), sessionID(r), user, sum)
+	ss, err := s.sessions.SetSummary(r.Context(), tenant(r), sessionID(r), user, sum)
 	if err != nil {
 		return err
 	}
@@ -300,7 +310,7 @@ func (s *Server) putSummary(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) resolvePII(w http.ResponseWriter, r *http.Request) error {
 	ref := r.PathValue("ref")
-	res, err := s.eng.Vault.Resolve(r.Context(), tenant(r), ref)
+	res, err := s.vault.Resolve(r.Context(), tenant(r), ref)
 	// An audit line per attempt: who, which reference, the outcome; never the value.
 	s.log.Info("pii resolve", "request_id", infoOf(r).id, "tenant", tenant(r), "ref", ref, "ok", err == nil)
 	if err != nil {
@@ -313,7 +323,7 @@ func (s *Server) resolvePII(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) forgetPII(w http.ResponseWriter, r *http.Request) error {
 	ref := r.PathValue("ref")
-	err := s.eng.Vault.Forget(r.Context(), tenant(r), ref)
+	err := s.vault.Forget(r.Context(), tenant(r), ref)
 	s.log.Info("pii forget", "request_id", infoOf(r).id, "tenant", tenant(r), "ref", ref, "ok", err == nil)
 	if err != nil {
 		return err

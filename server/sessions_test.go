@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mementohq/memento"
@@ -21,7 +22,7 @@ import (
 )
 
 // sessionBackends are the stores sessions can live on.
-var sessionBackends = []string{"sqlite", "redis"}
+var sessionBackends = []string{"sqlite", "postgres", "redis"}
 
 // sessionEnv is a server whose sessions live on backend, reached with a
 // writer key and an admin key of one random tenant, so tests sharing a
@@ -30,6 +31,7 @@ type sessionEnv struct {
 	*testEnv
 	tenant  string
 	dataDir string
+	pgURL   string
 	admin   *client.Client
 	rdb     *goredis.Client
 }
@@ -42,11 +44,14 @@ const (
 func newSessionEnv(t *testing.T, backend string, sessOpts session.Options) *sessionEnv {
 	t.Helper()
 	tenant := storetest.RandomID("t-")
-	cfg := memento.Config{DataDir: t.TempDir(), Sessions: sessOpts}
+	cfg := memento.Config{DataDir: t.TempDir(), Sessions: sessOpts, PII: memento.PIIConfig{Key: storetest.PIIKey}}
 	var rdb *goredis.Client
 	if backend == "redis" {
 		rdb, cfg.RedisURL = storetest.RedisClient(t)
 		storetest.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+	}
+	if backend == "postgres" {
+		cfg.PostgresURL = storetest.PostgresURL(t)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -67,7 +72,7 @@ func newSessionEnv(t *testing.T, backend string, sessOpts session.Options) *sess
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sessionEnv{testEnv: e, tenant: tenant, dataDir: cfg.DataDir, admin: admin, rdb: rdb}
+	return &sessionEnv{testEnv: e, tenant: tenant, dataDir: cfg.DataDir, pgURL: cfg.PostgresURL, admin: admin, rdb: rdb}
 }
 
 func auth(key string, more ...string) map[string]string {
@@ -306,6 +311,20 @@ func TestSessionPIIStoredAsReferences(t *testing.T) {
 				t.Fatalf("raw session row: %v", err)
 			}
 			raw = []string{content, state}
+		case "postgres":
+			conn, err := pgx.Connect(ctx, e.pgURL)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer conn.Close(ctx)
+			var content, state string
+			if err := conn.QueryRow(ctx, `SELECT content FROM session_messages WHERE tenant_id = $1 AND session_id = 's'`, e.tenant).Scan(&content); err != nil {
+				t.Fatalf("raw message row: %v", err)
+			}
+			if err := conn.QueryRow(ctx, `SELECT state FROM sessions WHERE tenant_id = $1 AND session_id = 's'`, e.tenant).Scan(&state); err != nil {
+				t.Fatalf("raw session row: %v", err)
+			}
+			raw = []string{content, state}
 		}
 		for _, v := range raw {
 			for _, secret := range []string{card, "4111111111111111", email} {
@@ -371,9 +390,13 @@ func TestSessionClientRoundTrip(t *testing.T) {
 		if _, err := e.c.SetSessionSummary(ctx, "s", "u", session.Summary{Text: "paying", ThroughSeq: 0}); err != nil {
 			t.Fatalf("summary: %v", err)
 		}
+		// List items carry the record, not the documents (state, summary).
 		list, err := e.c.ListSessions(ctx, "u", 0)
-		if err != nil || len(list) != 1 || list[0].Summary == nil {
+		if err != nil || len(list) != 1 || list[0].Revision != 2 || list[0].State != nil || list[0].Summary != nil {
 			t.Fatalf("list: %+v %v", list, err)
+		}
+		if got, err := e.c.GetSession(ctx, "s", "u"); err != nil || got.Summary == nil || got.Summary.Text != "paying" {
+			t.Fatalf("get after summary: %+v %v", got, err)
 		}
 		final, err := e.c.CloseSession(ctx, "s", "u")
 		if err != nil || !strings.Contains(string(final.State), "pay") || final.Revision != 2 {

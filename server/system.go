@@ -29,11 +29,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.eng.Ready(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		s.log.Warn("not ready", "request_id", infoOf(r).id, "error", err.Error())
 		return newError(problem.NotReady, err.Error())
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "backend": string(s.eng.Backend())})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "backend": s.backend})
 	return nil
 }
 

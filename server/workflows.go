@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -47,15 +45,12 @@ func (s *Server) putSchema(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := s.readBody(w, r, "; a state schema is at most "+strconv.Itoa(run.MaxSchemaBytes)+" bytes")
+	// The same checks as every JSON body: one object, UTF-8, no NUL, bounded depth.
+	body, err := s.readJSONObject(w, r)
 	if err != nil {
 		return err
 	}
-	body = bytes.TrimSpace(body)
-	if !json.Valid(body) {
-		return badRequest("malformed JSON: %v", syntaxDetail(body))
-	}
-	sc, created, err := s.eng.Runs.PutSchema(r.Context(), tenant(r), r.PathValue("workflow_name"), v, body)
+	sc, created, err := s.runs.PutSchema(r.Context(), tenant(r), r.PathValue("workflow_name"), v, body)
 	if err != nil {
 		return err
 	}
@@ -73,7 +68,7 @@ func (s *Server) getSchema(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sc, err := s.eng.Runs.GetSchema(r.Context(), tenant(r), r.PathValue("workflow_name"), v)
+	sc, err := s.runs.GetSchema(r.Context(), tenant(r), r.PathValue("workflow_name"), v)
 	if err != nil {
 		return err
 	}
@@ -90,7 +85,7 @@ func (s *Server) listSchemas(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items, next, err := s.eng.Runs.ListSchemas(r.Context(), tenant(r), r.PathValue("workflow_name"), q.Get("cursor"), clampLimit(limit))
+	items, next, err := s.runs.ListSchemas(r.Context(), tenant(r), r.PathValue("workflow_name"), q.Get("cursor"), clampLimit(limit))
 	if err != nil {
 		return err
 	}

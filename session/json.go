@@ -5,7 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Redactor replaces personal data in texts with references. pii.Vault
@@ -29,10 +33,56 @@ func decodeJSON(b []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	// More would miss a stray closing bracket: nothing but space may follow.
+	if len(bytes.TrimSpace(b[dec.InputOffset():])) != 0 {
 		return nil, fmt.Errorf("trailing data after JSON value")
 	}
 	return v, nil
+}
+
+// MaxDepth bounds how deeply a stored document (state, summary data,
+// message metadata) nests. A deeper one could be stored but not encoded
+// in any later answer; it is refused before the write.
+const MaxDepth = 64
+
+var nulEscape = []byte(`\u0000`)
+
+// checkDoc refuses a document no backend stores faithfully or no answer
+// can carry: invalid UTF-8 or a lone surrogate escape, a NUL character,
+// duplicate member names, nesting deeper than MaxDepth, trailing data.
+// Syntax errors are left to the decoder, which words them.
+func checkDoc(what string, b []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	for started := false; ; started = true {
+		if started && dec.StackDepth() == 0 {
+			if _, err := dec.ReadToken(); err != io.EOF {
+				return invalid("%s: unexpected data after the JSON value", what)
+			}
+			return nil
+		}
+		if dec.PeekKind() == '"' {
+			v, err := dec.ReadValue()
+			if err != nil {
+				return invalid("%s: %s", what, strings.TrimPrefix(err.Error(), "jsontext: "))
+			}
+			if bytes.Contains(v, nulEscape) {
+				if u, err := jsontext.AppendUnquote(nil, v); err == nil && bytes.IndexByte(u, 0) >= 0 {
+					return invalid("%s contains a NUL character", what)
+				}
+			}
+			continue
+		}
+		tok, err := dec.ReadToken()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return invalid("%s: %s", what, strings.TrimPrefix(err.Error(), "jsontext: "))
+		}
+		if k := tok.Kind(); (k == '{' || k == '[') && dec.StackDepth() > MaxDepth {
+			return invalid("%s nests deeper than %d levels", what, MaxDepth)
+		}
+	}
 }
 
 func encodeJSON(v any) (json.RawMessage, error) {

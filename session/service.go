@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -108,6 +109,16 @@ func ValidID(kind, id string) error {
 	return nil
 }
 
+// wrapOnce adds the operation's context to a store error unless the store
+// already did (the SQLite and Redis stores do), so no detail repeats its
+// prefix ("get session s: get session s: ...").
+func wrapOnce(op string, err error) error {
+	if msg := err.Error(); strings.HasPrefix(msg, op+":") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
 func checkIDs(tenantID, sessionID, userID string) error {
 	if tenantID == "" {
 		return invalid("tenant is required")
@@ -170,6 +181,9 @@ func (s *Service) decodeState(state json.RawMessage) (any, error) {
 	}
 	if len(state) > s.opts.MaxStateBytes {
 		return nil, s.tooLarge(len(state))
+	}
+	if err := checkDoc("state", state); err != nil {
+		return nil, err
 	}
 	v, err := decodeJSON(state)
 	if err != nil {
@@ -245,7 +259,7 @@ func (s *Service) Put(ctx context.Context, tenantID, sessionID string, req PutRe
 		State: state, TTL: ttl, ExpectedRevision: req.ExpectedRevision,
 	})
 	if err != nil {
-		return Session{}, false, fmt.Errorf("put session %s: %w", sessionID, err)
+		return Session{}, false, wrapOnce(fmt.Sprintf("put session %s", sessionID), err)
 	}
 	return sess, created, nil
 }
@@ -257,7 +271,7 @@ func (s *Service) Get(ctx context.Context, tenantID, sessionID, userID string) (
 	}
 	sess, err := s.store.Get(ctx, tenantID, sessionID, userID)
 	if err != nil {
-		return Session{}, fmt.Errorf("get session %s: %w", sessionID, err)
+		return Session{}, wrapOnce(fmt.Sprintf("get session %s", sessionID), err)
 	}
 	return sess, nil
 }
@@ -276,6 +290,9 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 	}
 	if len(patch) > s.opts.MaxStateBytes {
 		return Session{}, s.tooLarge(len(patch))
+	}
+	if err := checkDoc("patch", patch); err != nil {
+		return Session{}, err
 	}
 	pv, err := decodeJSON(patch)
 	if err != nil {
@@ -299,9 +316,12 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 		out, err := mergeState(cur.State, p)
 		switch {
 		case err != nil:
-			mergeErr = fmt.Errorf("patch session %s: %w", sessionID, err)
+			mergeErr = wrapOnce(fmt.Sprintf("patch session %s", sessionID), err)
 		case len(out) > s.opts.MaxStateBytes:
 			mergeErr = s.tooLarge(len(out))
+		case checkDoc("the patched state", out) != nil:
+			// The result, not only the patch, is what gets stored.
+			mergeErr = checkDoc("the patched state", out)
 		default:
 			mergeErr = s.validateSchema(cur.App, out)
 		}
@@ -320,7 +340,7 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 		if mergeErr != nil && err == mergeErr {
 			return Session{}, err
 		}
-		return Session{}, fmt.Errorf("patch session %s: %w", sessionID, err)
+		return Session{}, wrapOnce(fmt.Sprintf("patch session %s", sessionID), err)
 	}
 	return sess, nil
 }
@@ -398,11 +418,18 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 		if !utf8.ValidString(m.Content) {
 			return AppendResult{}, invalid("message %d: content is not valid UTF-8", i)
 		}
+		// Text columns (PostgreSQL) cannot hold NUL; no backend takes it.
+		if strings.IndexByte(m.Content, 0) >= 0 || strings.IndexByte(m.Role, 0) >= 0 {
+			return AppendResult{}, invalid("message %d: role and content must not contain NUL characters", i)
+		}
 		if n := len(m.Content) + len(m.Metadata); n > s.opts.MaxMessageBytes {
 			return AppendResult{}, fmt.Errorf("%w: message %d has %d bytes, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes)
 		}
 		refs[i].content = b.addText(m.Content)
 		if meta := bytes.TrimSpace(m.Metadata); len(meta) > 0 && string(meta) != "null" {
+			if err := checkDoc(fmt.Sprintf("message %d: metadata", i), meta); err != nil {
+				return AppendResult{}, err
+			}
 			if plain, ok := s.plainMetadata(meta); ok {
 				refs[i].plain = plain
 			} else {
@@ -436,7 +463,7 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 	}
 	res, err := s.store.Append(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages)
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("append to session %s: %w", sessionID, err)
+		return AppendResult{}, wrapOnce(fmt.Sprintf("append to session %s", sessionID), err)
 	}
 	return res, nil
 }
@@ -444,25 +471,49 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 // Messages lists messages: the latest q.Limit (default DefaultListLimit)
 // after q.Since / q.AfterSeq, oldest first.
 func (s *Service) Messages(ctx context.Context, tenantID, sessionID, userID string, q MessageQuery) ([]Message, error) {
+	ms, _, err := s.MessagePage(ctx, tenantID, sessionID, userID, q, "")
+	return ms, err
+}
+
+// MessagePage is Messages with a cursor: the first page (cursor "") holds
+// the newest messages, each next page the ones before it. next is "" on the
+// last page. A caller passes the same filters with every page.
+func (s *Service) MessagePage(ctx context.Context, tenantID, sessionID, userID string, q MessageQuery, cursor string) ([]Message, string, error) {
 	if err := checkIDs(tenantID, sessionID, userID); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	switch {
 	case q.Limit < 0:
-		return nil, invalid("limit must not be negative")
+		return nil, "", invalid("limit must not be negative")
 	case q.Limit == 0:
 		q.Limit = DefaultListLimit
 	case q.Limit > MaxListLimit:
 		q.Limit = MaxListLimit
 	}
-	if q.AfterSeq < 0 {
-		return nil, invalid("after_seq must not be negative")
+	if q.AfterSeq < 0 || q.BeforeSeq < 0 {
+		return nil, "", invalid("after_seq and before_seq must not be negative")
 	}
+	if cursor != "" {
+		b, err := decodeMessagesCursor(cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		if q.BeforeSeq == 0 || b < q.BeforeSeq {
+			q.BeforeSeq = b
+		}
+	}
+	limit := q.Limit
+	q.Limit++ // one more tells whether an older page exists
 	ms, err := s.store.Messages(ctx, tenantID, sessionID, userID, q)
 	if err != nil {
-		return nil, fmt.Errorf("list messages of session %s: %w", sessionID, err)
+		return nil, "", fmt.Errorf("list messages of session %s: %w", sessionID, err)
 	}
-	return ms, nil
+	next := ""
+	if len(ms) > limit {
+		ms = ms[len(ms)-limit:]
+		next = messagesCursor(ms[0].Seq)
+	}
+	return ms, next, nil
 }
 
 // SetSummary fills the summary slot. Text and Data are redacted like state.
@@ -476,6 +527,9 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	if !utf8.ValidString(sum.Text) {
 		return Session{}, invalid("summary text is not valid UTF-8")
 	}
+	if strings.IndexByte(sum.Text, 0) >= 0 {
+		return Session{}, invalid("summary text must not contain NUL characters")
+	}
 	if n := len(sum.Text) + len(sum.Data); n > s.opts.MaxStateBytes {
 		return Session{}, fmt.Errorf("%w: summary has %d bytes, limit %d", ErrStateTooLarge, n, s.opts.MaxStateBytes)
 	}
@@ -483,6 +537,9 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	ti := b.addText(sum.Text)
 	var d *jsonDoc
 	if len(bytes.TrimSpace(sum.Data)) > 0 && string(bytes.TrimSpace(sum.Data)) != "null" {
+		if err := checkDoc("summary data", sum.Data); err != nil {
+			return Session{}, err
+		}
 		v, err := decodeJSON(sum.Data)
 		if err != nil {
 			return Session{}, invalid("summary data is not valid JSON: %v", err)
@@ -505,7 +562,7 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	}
 	sess, err := s.store.SetSummary(ctx, tenantID, sessionID, userID, out)
 	if err != nil {
-		return Session{}, fmt.Errorf("set summary of session %s: %w", sessionID, err)
+		return Session{}, wrapOnce(fmt.Sprintf("set summary of session %s", sessionID), err)
 	}
 	return sess, nil
 }
@@ -518,30 +575,52 @@ func (s *Service) Close(ctx context.Context, tenantID, sessionID, userID string)
 	}
 	sess, err := s.store.Delete(ctx, tenantID, sessionID, userID)
 	if err != nil {
-		return Session{}, fmt.Errorf("close session %s: %w", sessionID, err)
+		return Session{}, wrapOnce(fmt.Sprintf("close session %s", sessionID), err)
 	}
 	return sess, nil
 }
 
-// ListUser returns the user's live sessions, most recently active first.
+// ListUser returns the first page of the user's live sessions, most
+// recently active first (see ListUserPage).
 func (s *Service) ListUser(ctx context.Context, tenantID, userID string, limit int) ([]Session, error) {
+	ss, _, err := s.ListUserPage(ctx, tenantID, userID, "", limit)
+	return ss, err
+}
+
+// ListUserPage returns a page of the user's live sessions, most recently
+// active first, and the cursor of the next page ("" on the last). Items
+// carry no state or summary (Store.ListByUser).
+func (s *Service) ListUserPage(ctx context.Context, tenantID, userID, cursor string, limit int) ([]Session, string, error) {
 	if tenantID == "" {
-		return nil, invalid("tenant is required")
+		return nil, "", invalid("tenant is required")
 	}
 	if err := ValidID("user_id", userID); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	switch {
 	case limit < 0:
-		return nil, invalid("limit must not be negative")
+		return nil, "", invalid("limit must not be negative")
 	case limit == 0:
 		limit = DefaultListLimit
 	case limit > MaxListLimit:
 		limit = MaxListLimit
 	}
-	ss, err := s.store.ListByUser(ctx, tenantID, userID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions of user: %w", err)
+	var q ListQuery
+	if cursor != "" {
+		var err error
+		if q, err = decodeSessionsCursor(cursor); err != nil {
+			return nil, "", err
+		}
 	}
-	return ss, nil
+	q.Limit = limit + 1
+	ss, err := s.store.ListByUser(ctx, tenantID, userID, q)
+	if err != nil {
+		return nil, "", fmt.Errorf("list sessions of user: %w", err)
+	}
+	next := ""
+	if len(ss) > limit {
+		ss = ss[:limit]
+		next = sessionsCursor(ss[len(ss)-1])
+	}
+	return ss, next, nil
 }

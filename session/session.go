@@ -34,7 +34,7 @@ type Session struct {
 	SessionID      string          `json:"session_id"`
 	UserID         string          `json:"user_id"`
 	App            string          `json:"app,omitempty"`
-	State          json.RawMessage `json:"state"`
+	State          json.RawMessage `json:"state,omitempty"` // absent only in list items
 	Revision       int64           `json:"revision"`
 	Summary        *Summary        `json:"summary,omitempty"`
 	MessageCount   int             `json:"message_count"`
@@ -107,11 +107,14 @@ type AppendResult struct {
 }
 
 // MessageQuery selects messages: the latest Limit among those created after
-// Since and with seq after AfterSeq, returned oldest first.
+// Since, with seq after AfterSeq and (when BeforeSeq > 0) before BeforeSeq,
+// returned oldest first. A page cursor (Service.MessagePage) sets BeforeSeq:
+// pages go from the newest messages to older ones.
 type MessageQuery struct {
-	Limit    int
-	Since    time.Time
-	AfterSeq int64
+	Limit     int
+	Since     time.Time
+	AfterSeq  int64
+	BeforeSeq int64
 }
 
 // PutRequest creates or replaces a session.

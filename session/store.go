@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // Store persists sessions. Every method is scoped by tenant and bound to the
@@ -31,7 +32,9 @@ type Store interface {
 	// maxMessages, reporting how many it dropped.
 	Append(ctx context.Context, tenantID, sessionID, userID string, msgs []MessageInput, maxMessages int) (AppendResult, error)
 
-	// Messages returns messages matching q, oldest first.
+	// Messages returns the latest q.Limit messages with seq > q.AfterSeq,
+	// seq < q.BeforeSeq (when > 0) and created after q.Since (when set),
+	// oldest first.
 	Messages(ctx context.Context, tenantID, sessionID, userID string, q MessageQuery) ([]Message, error)
 
 	// SetSummary stores the summary slot (UpdatedAt is set by the store).
@@ -41,9 +44,21 @@ type Store interface {
 	// (the service's Close).
 	Delete(ctx context.Context, tenantID, sessionID, userID string) (Session, error)
 
-	// ListByUser returns the user's live sessions, most recently active
-	// first, at most limit.
-	ListByUser(ctx context.Context, tenantID, userID string, limit int) ([]Session, error)
+	// ListByUser returns at most q.Limit of the user's live sessions in the
+	// listing order: LastActivityAt descending, then SessionID ascending.
+	// With q.AfterSessionID set, it starts strictly after the position
+	// (q.AfterActivity, q.AfterSessionID) in that order (keyset paging: a
+	// session active again while a caller pages may move to an earlier
+	// page). List items carry no State and no Summary (nil): a listing
+	// reads only the record, never the documents; Get returns them.
+	ListByUser(ctx context.Context, tenantID, userID string, q ListQuery) ([]Session, error)
+}
+
+// ListQuery selects a page of a user's sessions (see Store.ListByUser).
+type ListQuery struct {
+	Limit          int
+	AfterActivity  time.Time
+	AfterSessionID string
 }
 
 // StatePatcher is an optional Store capability that Service.Patch uses

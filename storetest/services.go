@@ -126,21 +126,71 @@ func dialRedis(t testing.TB) (*goredis.Client, string) {
 	return c, u
 }
 
+// RedisClusterURL returns the cluster URL of the tests' Redis Cluster
+// (MEMENTO_TEST_REDIS_CLUSTER_URL, go-redis's form with several seed
+// addresses; scripts/test.sh starts one) after checking that the cluster is
+// up. Without it, t fails when CI=true and is skipped with the reason
+// elsewhere: a developer machine may have no cluster, CI always has one.
+func RedisClusterURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("MEMENTO_TEST_REDIS_CLUSTER_URL")
+	if u == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("MEMENTO_TEST_REDIS_CLUSTER_URL is not set and CI=true: the Redis Cluster tests must run in CI (scripts/test.sh starts a cluster)")
+		}
+		t.Skip("no Redis Cluster: set MEMENTO_TEST_REDIS_CLUSTER_URL (scripts/test.sh starts one)")
+	}
+	opts, err := goredis.ParseClusterURL(u)
+	if err != nil {
+		t.Fatalf("MEMENTO_TEST_REDIS_CLUSTER_URL: %v", err)
+	}
+	c := goredis.NewClusterClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil || !strings.Contains(info, "cluster_state:ok") {
+		t.Fatalf("Redis Cluster at %s is not usable (cluster_state:ok): %v %s", u, err, info)
+	}
+	return u
+}
+
 // CleanupRedisKeys deletes every key matching pattern when t ends, before
-// any cleanup registered earlier (such as closing rdb) runs.
+// any cleanup registered earlier (such as closing rdb) runs. On a cluster
+// client it scans every master.
 func CleanupRedisKeys(t testing.TB, rdb goredis.Cmdable, pattern string) {
 	t.Cleanup(func() {
 		ctx := context.Background()
-		var keys []string
-		iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
+		scan := func(c goredis.Cmdable) []string {
+			var keys []string
+			iter := c.Scan(ctx, 0, pattern, 500).Iterator()
+			for iter.Next(ctx) {
+				keys = append(keys, iter.Val())
+			}
+			return keys
 		}
-		if len(keys) > 0 {
+		if cc, ok := rdb.(*goredis.ClusterClient); ok {
+			_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
+				for _, k := range scan(c) {
+					c.Del(ctx, k) // one a call: a node's keys span slots
+				}
+				return nil
+			})
+			return
+		}
+		if keys := scan(rdb); len(keys) > 0 {
 			rdb.Del(ctx, keys...)
 		}
 	})
 }
+
+// PIIKey is a vault key for tests on shared backends (PostgreSQL, Redis),
+// which refuse to start without one; PIIKeyHex is it as MEMENTO_PII_KEY
+// takes it. Never use it outside tests.
+var PIIKey = []byte("memento-test-vault-key-32-bytes!")
+
+// PIIKeyHex is PIIKey in hex.
+const PIIKeyHex = "6d656d656e746f2d746573742d7661756c742d6b65792d33322d627974657321"
 
 // RandomID returns prefix followed by 12 random hex digits, for tenants,
 // key prefixes and ids that must not meet another test's.

@@ -44,6 +44,8 @@ func SessionStoreSuite(t *testing.T, open func(t *testing.T) session.Store) {
 		{"Summary", testSessionSummary},
 		{"Close", testSessionClose},
 		{"ListByUser", testSessionListByUser},
+		{"ListPages", testSessionListPages},
+		{"MessagePages", testSessionMessagePages},
 		{"ExpiryEveryReadPath", testSessionExpiry},
 		{"SlidingTTL", testSessionSlidingTTL},
 		{"Limits", testSessionLimits},
@@ -661,6 +663,12 @@ func testSessionLimits(t *testing.T, s session.Store) {
 	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", make([]session.MessageInput, 4)); !errors.Is(err, session.ErrInvalidInput) {
 		t.Fatalf("batch over the limit: %v, want ErrInvalidInput", err)
 	}
+	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "user", Content: "a\x00b"}}); !errors.Is(err, session.ErrInvalidInput) {
+		t.Fatalf("a NUL in a message: %v, want ErrInvalidInput", err)
+	}
+	if _, err := f.svc.SetSummary(ctx, f.tenant, sid, "u", session.Summary{Text: "a\x00b"}); !errors.Is(err, session.ErrInvalidInput) {
+		t.Fatalf("a NUL in the summary: %v, want ErrInvalidInput", err)
+	}
 	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "", Content: "x"}}); !errors.Is(err, session.ErrInvalidInput) {
 		t.Fatalf("message without a role: %v, want ErrInvalidInput", err)
 	}
@@ -803,6 +811,90 @@ func refPattern(s string) []string {
 		}
 	}
 	return out
+}
+
+// testSessionListPages pages through a user's sessions with cursors: every
+// live session once, in the listing order, items without documents.
+func testSessionListPages(t *testing.T, s session.Store) {
+	f := newSfx(t, s, session.Options{})
+	ctx := t.Context()
+	var want []string
+	for i := range 7 {
+		id := fmt.Sprintf("p%d-%s", i, newID(""))
+		f.put(id, "u", `{"big":"`+strings.Repeat("x", 100)+`"}`, time.Minute)
+		if _, err := f.svc.SetSummary(ctx, f.tenant, id, "u", session.Summary{Text: "sum"}); err != nil {
+			t.Fatalf("summary: %v", err)
+		}
+		want = append([]string{id}, want...) // the latest activity comes first
+	}
+	f.put(newID("foreign"), "other", `{}`, time.Minute)
+	var got []string
+	cursor, pages := "", 0
+	for {
+		page, next, err := f.svc.ListUserPage(ctx, f.tenant, "u", cursor, 3)
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		pages++
+		if len(page) > 3 {
+			t.Fatalf("page %d has %d items, limit 3", pages, len(page))
+		}
+		for _, ss := range page {
+			if ss.State != nil || ss.Summary != nil {
+				t.Fatalf("list item carries documents: state %s summary %+v", ss.State, ss.Summary)
+			}
+			if ss.UserID != "u" || ss.TenantID != f.tenant || ss.Revision != 1 || ss.TTL != time.Minute || ss.ExpiresAt.IsZero() {
+				t.Fatalf("list item: %+v", ss)
+			}
+			got = append(got, ss.SessionID)
+		}
+		if next == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatalf("paging does not end: %v", got)
+		}
+		cursor = next
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") || pages != 3 {
+		t.Fatalf("paged %v in %d pages, want %v in 3", got, pages, want)
+	}
+	for _, bad := range []string{"nope", "e30", "eyJrIjoibSIsImIiOjF9"} { // garbage, {}, a message cursor
+		if _, _, err := f.svc.ListUserPage(ctx, f.tenant, "u", bad, 3); !errors.Is(err, session.ErrInvalidInput) {
+			t.Errorf("cursor %q: %v, want ErrInvalidInput", bad, err)
+		}
+	}
+}
+
+// testSessionMessagePages pages from the newest messages to the oldest.
+func testSessionMessagePages(t *testing.T, s session.Store) {
+	f := newSfx(t, s, session.Options{})
+	ctx := t.Context()
+	sid := newID("s")
+	f.put(sid, "u", `{}`, time.Minute)
+	f.appendN(sid, "u", 10, 1)
+	var pages [][]string
+	cursor := ""
+	for len(pages) < 6 {
+		ms, next, err := f.svc.MessagePage(ctx, f.tenant, sid, "u", session.MessageQuery{Limit: 4, AfterSeq: 1}, cursor)
+		if err != nil {
+			t.Fatalf("page %d: %v", len(pages), err)
+		}
+		pages = append(pages, contents(ms))
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if fmt.Sprint(pages) != "[[m7 m8 m9 m10] [m3 m4 m5 m6] [m2]]" {
+		t.Fatalf("pages %v, want the newest four first, down to seq 2 (after_seq 1)", pages)
+	}
+	if _, _, err := f.svc.MessagePage(ctx, f.tenant, sid, "u", session.MessageQuery{}, "bad!"); !errors.Is(err, session.ErrInvalidInput) {
+		t.Fatalf("malformed cursor: %v, want ErrInvalidInput", err)
+	}
+	if ms, next, err := f.svc.MessagePage(ctx, f.tenant, sid, "u", session.MessageQuery{Limit: 10}, ""); err != nil || len(ms) != 10 || next != "" {
+		t.Fatalf("a page holding everything: %d messages, next %q, %v", len(ms), next, err)
+	}
 }
 
 // PIIVaultSuite checks a pii.Store: tenant scoping, retention expiry and deletion.

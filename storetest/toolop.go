@@ -30,6 +30,74 @@ func ToolopStoreSuite(t *testing.T, newStore func(t *testing.T) toolop.Store) {
 	t.Run("ApprovalValidity", func(t *testing.T) { testApprovalValidity(t, newStore(t)) })
 	t.Run("ConcurrentDecide", func(t *testing.T) { testConcurrentDecide(t, newStore(t)) })
 	t.Run("RetentionWithRun", func(t *testing.T) { testToolopRetention(t, newStore(t)) })
+	t.Run("ListPages", func(t *testing.T) { testToolopPages(t, newStore(t)) })
+}
+
+// testToolopPages pages through a run's operations and approvals with
+// cursors: every item once, in creation order, of that run only.
+func testToolopPages(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	svc := toolop.NewService(st, nil)
+	tn := tenant()
+	var wantOps, wantAps []string
+	for i := range 5 {
+		wantOps = append(wantOps, prepare(t, svc, tn, "run-p", fmt.Sprintf("k%d", i)).OperationID)
+		a, _, err := svc.RequestApproval(ctx, tn, toolop.ApprovalRequest{ApprovalID: fmt.Sprintf("ap-%d", i), RunID: "run-p", StepID: "s", RequestDigest: "sha256:x", TTL: time.Hour})
+		if err != nil {
+			t.Fatalf("request approval: %v", err)
+		}
+		wantAps = append(wantAps, a.ApprovalID)
+	}
+	prepare(t, svc, tn, "run-other", "k0")
+	var gotOps, gotAps []string
+	for cur, pages := "", 0; ; pages++ {
+		ops, next, err := svc.ListPage(ctx, tn, "run-p", cur, 2)
+		if err != nil || len(ops) > 2 || pages > 3 {
+			t.Fatalf("operations page %d: %d items, %v", pages, len(ops), err)
+		}
+		for _, op := range ops {
+			gotOps = append(gotOps, op.OperationID)
+		}
+		if next == "" {
+			break
+		}
+		cur = next
+	}
+	for cur, pages := "", 0; ; pages++ {
+		as, next, err := svc.ListApprovalsPage(ctx, tn, "run-p", cur, 3)
+		if err != nil || len(as) > 3 || pages > 2 {
+			t.Fatalf("approvals page %d: %d items, %v", pages, len(as), err)
+		}
+		for _, a := range as {
+			gotAps = append(gotAps, a.ApprovalID)
+		}
+		if next == "" {
+			break
+		}
+		cur = next
+	}
+	all, err := svc.List(ctx, tn, "run-p")
+	if err != nil || len(all) != 5 {
+		t.Fatalf("all operations: %d %v", len(all), err)
+	}
+	var inOrder []string
+	for _, op := range all {
+		inOrder = append(inOrder, op.OperationID)
+	}
+	if fmt.Sprint(gotOps) != fmt.Sprint(inOrder) || len(gotOps) != len(wantOps) {
+		t.Fatalf("paged operations %v, want %v (creation order)", gotOps, inOrder)
+	}
+	if fmt.Sprint(gotAps) != fmt.Sprint(wantAps) {
+		t.Fatalf("paged approvals %v, want %v", gotAps, wantAps)
+	}
+	if _, _, err := svc.ListPage(ctx, tn, "run-p", "bogus", 2); !errors.Is(err, toolop.ErrInvalidInput) {
+		t.Fatalf("malformed cursor: %v, want ErrInvalidInput", err)
+	}
+	// An approvals cursor is not an operations cursor.
+	_, next, _ := svc.ListApprovalsPage(ctx, tn, "run-p", "", 1)
+	if _, _, err := svc.ListPage(ctx, tn, "run-p", next, 2); !errors.Is(err, toolop.ErrInvalidInput) {
+		t.Fatalf("an approvals cursor for operations: %v, want ErrInvalidInput", err)
+	}
 }
 
 // testToolopRetention checks that a backend keeping both runs and the ledger

@@ -139,13 +139,33 @@ func (s *Service) Get(ctx context.Context, tenantID, operationID string) (Operat
 	return op, nil
 }
 
-// List returns a run's operations.
+// List returns all of a run's operations.
 func (s *Service) List(ctx context.Context, tenantID, runID string) ([]Operation, error) {
-	ops, err := s.store.ListOperations(ctx, tenantID, runID)
+	ops, err := s.store.ListOperations(ctx, tenantID, runID, Page{})
 	if err != nil {
 		return nil, fmt.Errorf("list operations of run %s: %w", runID, err)
 	}
 	return ops, nil
+}
+
+// ListPage returns a page of a run's operations in creation order and the
+// cursor of the next page ("" on the last).
+func (s *Service) ListPage(ctx context.Context, tenantID, runID, cursor string, limit int) ([]Operation, string, error) {
+	p, limit, err := page("o", cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	ops, err := s.store.ListOperations(ctx, tenantID, runID, p)
+	if err != nil {
+		return nil, "", fmt.Errorf("list operations of run %s: %w", runID, err)
+	}
+	next := ""
+	if len(ops) > limit {
+		ops = ops[:limit]
+		last := ops[limit-1]
+		next = encodePageCursor("o", last.CreatedAt, last.OperationID)
+	}
+	return ops, next, nil
 }
 
 func (s *Service) transition(ctx context.Context, tenantID, id string, t Transition) (Operation, error) {
@@ -431,13 +451,33 @@ func (s *Service) GetApproval(ctx context.Context, tenantID, approvalID string) 
 	return a, nil
 }
 
-// ListApprovals returns a run's approvals.
+// ListApprovals returns all of a run's approvals.
 func (s *Service) ListApprovals(ctx context.Context, tenantID, runID string) ([]Approval, error) {
-	as, err := s.store.ListApprovals(ctx, tenantID, runID)
+	as, err := s.store.ListApprovals(ctx, tenantID, runID, Page{})
 	if err != nil {
 		return nil, fmt.Errorf("list approvals of run %s: %w", runID, err)
 	}
 	return as, nil
+}
+
+// ListApprovalsPage returns a page of a run's approvals in creation order
+// and the cursor of the next page ("" on the last).
+func (s *Service) ListApprovalsPage(ctx context.Context, tenantID, runID, cursor string, limit int) ([]Approval, string, error) {
+	p, limit, err := page("a", cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	as, err := s.store.ListApprovals(ctx, tenantID, runID, p)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals of run %s: %w", runID, err)
+	}
+	next := ""
+	if len(as) > limit {
+		as = as[:limit]
+		last := as[limit-1]
+		next = encodePageCursor("a", last.CreatedAt, last.ApprovalID)
+	}
+	return as, next, nil
 }
 
 // ValidApproval finds an approval of the run's step that allows the request

@@ -49,6 +49,8 @@ type Options struct {
 	// Artifacts resolves artifact digests for resume verification.
 	Artifacts resume.ArtifactResolver
 	Logger    *slog.Logger
+	// Hooks are for tests (crash points); production leaves them zero.
+	Hooks Hooks
 }
 
 // Engine runs workflows on durable runs.
@@ -197,20 +199,42 @@ func (e *Engine) Resume(ctx context.Context, runID string) (resume.Result, error
 // through verification first. It returns the run as last committed. A run
 // another worker finished meanwhile is returned without error.
 func (e *Engine) Drive(ctx context.Context, runID string) (run.Run, error) {
-	r, err := e.drive(ctx, runID)
-	if errors.Is(err, run.ErrRunNotActive) {
-		if cur, gerr := e.runs.Get(ctx, e.opts.Tenant, runID); gerr == nil && cur.Status.Terminal() {
-			return cur, nil
-		}
-	}
-	return r, err
+	return e.finished(ctx, runID)(e.drive(ctx, runID, nil))
 }
 
-func (e *Engine) drive(ctx context.Context, runID string) (run.Run, error) {
-	tn := e.opts.Tenant
-	r, err := e.runs.Get(ctx, tn, runID)
-	if err != nil {
+// DriveRun is Drive for a run the caller has just read or created (as Start
+// returns it): a fresh run then costs one lease before its first step, and
+// no read. If the run changed since, it is read again, as Drive would.
+func (e *Engine) DriveRun(ctx context.Context, r run.Run) (run.Run, error) {
+	if r.TenantID != e.opts.Tenant || r.RunID == "" || r.WorkflowName == "" {
+		return e.Drive(ctx, r.RunID)
+	}
+	return e.finished(ctx, r.RunID)(e.drive(ctx, r.RunID, &r))
+}
+
+// finished turns "not active" into the finished run, for Drive's promise.
+func (e *Engine) finished(ctx context.Context, runID string) func(run.Run, error) (run.Run, error) {
+	return func(r run.Run, err error) (run.Run, error) {
+		if errors.Is(err, run.ErrRunNotActive) {
+			if cur, gerr := e.runs.Get(ctx, e.opts.Tenant, runID); gerr == nil && cur.Status.Terminal() {
+				return cur, nil
+			}
+		}
 		return r, err
+	}
+}
+
+// drive drives runID; known, if not nil, is the run as the caller last saw it.
+func (e *Engine) drive(ctx context.Context, runID string, known *run.Run) (run.Run, error) {
+	tn := e.opts.Tenant
+	var r run.Run
+	if known != nil {
+		r = *known
+	} else {
+		var err error
+		if r, err = e.runs.Get(ctx, tn, runID); err != nil {
+			return r, err
+		}
 	}
 	if r.Status.Terminal() {
 		return r, nil
@@ -219,32 +243,39 @@ func (e *Engine) drive(ctx context.Context, runID string) (run.Run, error) {
 	if !ok {
 		return r, fmt.Errorf("drive run %s: %w: %s", runID, ErrUnknownWorkflow, r.WorkflowName)
 	}
-	var l run.Lease
 	if cur, ok := e.runs.Registry().Current(r.WorkflowName); r.StateRevision == 1 && r.Status == run.StatusRunning && (!ok || cur == r.StateSchemaVersion) {
-		// Nothing was ever committed and no migration is due: nothing to verify.
-		l, err = e.runs.AcquireLease(ctx, tn, runID, e.opts.Owner, 0, e.opts.LeaseTTL)
+		// Nothing was ever committed and no migration is due: nothing to
+		// verify. The lease answers the run's revision: still 1 means the
+		// run is as read (only a commit changes it), so no second read.
+		l, err := e.runs.AcquireLease(ctx, tn, runID, e.opts.Owner, 0, e.opts.LeaseTTL)
 		if err != nil {
 			return r, err
 		}
-		if r, err = e.runs.Get(ctx, tn, runID); err != nil {
-			e.release(ctx, runID, l)
-			return r, err
-		}
-		if r.StateRevision != 1 {
-			e.release(ctx, runID, l)
-			return e.drive(ctx, runID)
-		}
-	} else {
-		res, err := e.Resume(ctx, runID)
-		if err != nil {
-			if res.Refused {
-				e.opts.Logger.Info("resume refused", "run", runID, "check", res.FailedCheck, "reason", res.Reason)
+		rev := l.Revision
+		if rev == 0 {
+			// A store that does not answer the revision: read it.
+			cur, err := e.runs.Get(ctx, tn, runID)
+			if err != nil {
+				e.release(ctx, runID, l)
+				return r, err
 			}
-			return res.Run, err
+			r, rev = cur, cur.StateRevision
 		}
-		r, l = res.Run, res.Lease
+		if rev != 1 {
+			e.release(ctx, runID, l)
+			return e.drive(ctx, runID, nil)
+		}
+		r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = l.Owner, l.Epoch, &l.ExpiresAt
+		return e.execute(ctx, w, r, l)
 	}
-	return e.execute(ctx, w, r, l)
+	res, err := e.Resume(ctx, runID)
+	if err != nil {
+		if res.Refused {
+			e.opts.Logger.Info("resume refused", "run", runID, "check", res.FailedCheck, "reason", res.Reason)
+		}
+		return res.Run, err
+	}
+	return e.execute(ctx, w, res.Run, res.Lease)
 }
 
 func (e *Engine) release(ctx context.Context, runID string, l run.Lease) {
@@ -324,7 +355,7 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	delete(top, toolop.ControlKey)
 	sc := &StepContext{e: e, run: r, step: step.Name, attempt: ctl.Attempt, state: top, ctl: ctl}
 	t0 := time.Now()
-	serr := safeRun(ctx, step, sc)
+	serr := safeRun(e.withHooks(ctx), step, sc)
 	sc.spend.WallMS += time.Since(t0).Milliseconds()
 	if ctx.Err() != nil {
 		// Lease lost or shutting down: commit nothing, the next owner redoes the step.
@@ -411,7 +442,7 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	}
 	nr, err := e.commit(ctx, r, l, state, next, status, reason, EventStepCompleted, step.Name, sc.attempt, payload)
 	if err == nil && len(sc.ops) > 0 {
-		Fault(ctx, FaultAfterCheckpoint, r.RunID)
+		e.at(ctx, FaultAfterCheckpoint, r.RunID)
 	}
 	return nr, err
 }

@@ -7,19 +7,26 @@ import (
 	"testing"
 
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/memstore"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
 	"github.com/mementohq/memento/storetest"
 	"github.com/mementohq/memento/toolop"
 )
 
-// env is one real backend with the services on top.
+// env is one backend with the services on top.
 type env struct {
 	runs *run.Service
 	ops  *toolop.Service
 }
 
 type backendFn func(t *testing.T) env
+
+// memEnv is the in-memory twin: what the engine's unit tests run on.
+func memEnv(t *testing.T) env {
+	s := memstore.New()
+	return env{runs: run.NewService(s, run.Options{}), ops: toolop.NewService(s, nil)}
+}
 
 func sqliteEnv(t *testing.T) env {
 	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "memento.db"))
@@ -39,7 +46,16 @@ func postgresEnv(t *testing.T) env {
 	return env{runs: run.NewService(db, run.Options{}), ops: toolop.NewService(db, nil)}
 }
 
+// withStore runs an engine test on the in-memory twin: these tests are
+// about the engine, and every backend passes the same conformance suites.
+func withStore(t *testing.T, fn func(t *testing.T, open backendFn)) {
+	t.Run("memstore", func(t *testing.T) { fn(t, memEnv) })
+}
+
+// eachBackend runs a test on the twin and on both databases, for the tests
+// about concurrent workers, where a real store's atomicity is the point.
 func eachBackend(t *testing.T, fn func(t *testing.T, open backendFn)) {
+	withStore(t, fn)
 	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteEnv) })
 	t.Run("postgres", func(t *testing.T) { fn(t, postgresEnv) })
 }

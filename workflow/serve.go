@@ -1,8 +1,11 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -14,22 +17,35 @@ import (
 
 // Serve is the recovery loop: until ctx ends it looks for runs of registered
 // workflows that are running without a live lease (new, or their worker died)
-// or suspended on something that has since been settled (an approval decided,
-// an operation resolved by hand), and drives them with Concurrency workers.
-// Several processes may serve one store: leases decide who drives a run.
+// or suspended on something that has since been settled (an approval decided
+// or expired, an operation resolved by hand), and drives them with
+// Concurrency workers. Several processes may serve one store: leases decide
+// who drives a run.
+//
+// A poll costs what the active runs cost, not what the store holds: the
+// store lists running runs without a live lease and suspended runs that a
+// wake-up names (written with the approval decision or the operation's
+// settlement, see run.Store.ListRecoverable); only those are checked, and a
+// wake-up is acknowledged once it was acted on.
 func (e *Engine) Serve(ctx context.Context) error {
-	jobs := make(chan string)
+	jobs := make(chan dueRun)
 	var inflight sync.Map
 	var wg sync.WaitGroup
 	for i := 0; i < e.opts.Concurrency; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for id := range jobs {
-				if _, err := e.Drive(ctx, id); err != nil && ctx.Err() == nil && !isRoutine(err) {
-					e.opts.Logger.Warn("drive run", "run", id, "err", err)
+			for j := range jobs {
+				_, err := e.Drive(ctx, j.id)
+				if err != nil && ctx.Err() == nil && !isRoutine(err) {
+					e.opts.Logger.Warn("drive run", "run", j.id, "err", err)
 				}
-				inflight.Delete(id)
+				// A lease held elsewhere or a failed drive keeps the wake-up:
+				// the run is looked at again next time.
+				if len(j.wakeups) > 0 && (err == nil || errors.Is(err, resume.ErrRefused)) {
+					e.ack(ctx, j.id, j.wakeups)
+				}
+				inflight.Delete(j.id)
 			}
 		}()
 	}
@@ -40,16 +56,16 @@ func (e *Engine) Serve(ctx context.Context) error {
 	t := time.NewTicker(e.opts.PollInterval)
 	defer t.Stop()
 	for {
-		ids, err := e.Due(ctx)
+		due, err := e.due(ctx, true)
 		if err != nil && ctx.Err() == nil {
 			e.opts.Logger.Warn("scan runs", "err", err)
 		}
-		for _, id := range ids {
-			if _, busy := inflight.LoadOrStore(id, true); busy {
+		for _, j := range due {
+			if _, busy := inflight.LoadOrStore(j.id, true); busy {
 				continue
 			}
 			select {
-			case jobs <- id:
+			case jobs <- j:
 			case <-ctx.Done():
 				return nil
 			}
@@ -68,45 +84,80 @@ func isRoutine(err error) bool {
 		errors.Is(err, run.ErrRevisionConflict) || errors.Is(err, resume.ErrRefused)
 }
 
-// Due lists the runs of registered workflows that a worker should pick up now.
+// dueRun is a run to drive, with the wake-ups that made it due (none for a
+// running run), to acknowledge once driven.
+type dueRun struct {
+	id      string
+	wakeups []run.Wakeup
+}
+
+// Due lists the runs of registered workflows that a worker should pick up
+// now. It acknowledges nothing.
 func (e *Engine) Due(ctx context.Context) ([]string, error) {
-	var due []string
-	now := time.Now()
-	for _, st := range []run.Status{run.StatusRunning, run.StatusSuspended} {
-		cursor := ""
-		for {
-			runs, next, err := e.runs.List(ctx, e.opts.Tenant, st, "", cursor, run.MaxListLimit)
-			if err != nil {
-				return due, err
+	due, err := e.due(ctx, false)
+	ids := make([]string, len(due))
+	for i, j := range due {
+		ids[i] = j.id
+	}
+	return ids, err
+}
+
+// due pages through the store's recoverable runs. A woken suspended run
+// whose wait is not settled has its wake-ups acknowledged at once when ack
+// is set: they were read before the check, so one written after it (the
+// event came later) differs and survives the acknowledgement.
+func (e *Engine) due(ctx context.Context, ack bool) ([]dueRun, error) {
+	var due []dueRun
+	q := run.RecoveryQuery{Now: e.ops.Now(), ControlKey: toolop.ControlKey, Limit: run.MaxListLimit}
+	for {
+		page, err := e.runs.Store().ListRecoverable(ctx, e.opts.Tenant, q)
+		if err != nil {
+			return due, fmt.Errorf("list recoverable runs: %w", err)
+		}
+		for _, rc := range page {
+			q.AfterRunID = rc.RunID
+			if _, ok := e.flow(rc.WorkflowName); !ok {
+				// Another engine may serve this workflow: leave its wake-ups.
+				continue
 			}
-			for _, r := range runs {
-				if _, ok := e.flow(r.WorkflowName); !ok {
-					continue
-				}
-				if st == run.StatusRunning {
-					if r.LeaseOwner == "" || r.LeaseExpiresAt == nil || !r.LeaseExpiresAt.After(now) {
-						due = append(due, r.RunID)
-					}
-				} else if e.settled(ctx, r) {
-					due = append(due, r.RunID)
-				}
+			if rc.Status == run.StatusRunning {
+				due = append(due, dueRun{id: rc.RunID})
+				continue
 			}
-			if next == "" {
-				break
+			ctl, err := controlOf(rc.Control)
+			if err == nil && e.settled(ctx, rc.TenantID, rc.RunID, rc.StatusReason, ctl) {
+				due = append(due, dueRun{id: rc.RunID, wakeups: rc.Wakeups})
+			} else if ack {
+				e.ack(ctx, rc.RunID, rc.Wakeups)
 			}
-			cursor = next
+		}
+		if len(page) < q.Limit {
+			return due, nil
 		}
 	}
-	return due, nil
+}
+
+func (e *Engine) ack(ctx context.Context, runID string, w []run.Wakeup) {
+	if err := e.runs.Store().AckWakeups(ctx, e.opts.Tenant, runID, w); err != nil && ctx.Err() == nil {
+		e.opts.Logger.Warn("acknowledge wake-ups", "run", runID, "err", err)
+	}
+}
+
+// controlOf decodes the control object as the store returned it (nil when
+// the state has none).
+func controlOf(raw json.RawMessage) (toolop.Control, error) {
+	var c toolop.Control
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return c, nil
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return toolop.Control{}, fmt.Errorf("state.%s: %w", toolop.ControlKey, err)
+	}
+	return c, nil
 }
 
 // settled tells whether what a suspended run waits for has happened.
-func (e *Engine) settled(ctx context.Context, r run.Run) bool {
-	ctl, _, err := toolop.ReadControl(r.State)
-	if err != nil {
-		return false
-	}
-	tn := r.TenantID
+func (e *Engine) settled(ctx context.Context, tn, runID, reason string, ctl toolop.Control) bool {
 	if w := ctl.Wait; w != nil {
 		switch w.Kind {
 		case "approval":
@@ -116,13 +167,13 @@ func (e *Engine) settled(ctx context.Context, r run.Run) bool {
 			op, err := e.ops.Get(ctx, tn, w.OperationID)
 			return err == nil && !op.Status.InDoubt()
 		case "approval_guard":
-			return e.guardsValid(ctx, r, ctl)
+			return e.guardsValid(ctx, tn, runID, ctl)
 		}
 	}
 	// A resume refused on reconciliation or approvals is retried once they are settled.
 	switch {
-	case strings.HasPrefix(r.StatusReason, "resume refused: "+resume.CheckOperations+":"):
-		ops, err := e.ops.List(ctx, tn, r.RunID)
+	case strings.HasPrefix(reason, "resume refused: "+resume.CheckOperations+":"):
+		ops, err := e.ops.List(ctx, tn, runID)
 		if err != nil {
 			return false
 		}
@@ -132,20 +183,20 @@ func (e *Engine) settled(ctx context.Context, r run.Run) bool {
 			}
 		}
 		return true
-	case strings.HasPrefix(r.StatusReason, "resume refused: "+resume.CheckApprovals+":"):
-		return e.guardsValid(ctx, r, ctl)
+	case strings.HasPrefix(reason, "resume refused: "+resume.CheckApprovals+":"):
+		return e.guardsValid(ctx, tn, runID, ctl)
 	}
 	return false
 }
 
-func (e *Engine) guardsValid(ctx context.Context, r run.Run, ctl toolop.Control) bool {
+func (e *Engine) guardsValid(ctx context.Context, tn, runID string, ctl toolop.Control) bool {
 	for _, g := range ctl.Approvals {
 		if g.OperationID != "" {
-			if op, err := e.ops.Get(ctx, r.TenantID, g.OperationID); err == nil && op.Status.Final() {
+			if op, err := e.ops.Get(ctx, tn, g.OperationID); err == nil && op.Status.Final() {
 				continue
 			}
 		}
-		if _, err := e.ops.ValidApproval(ctx, r.TenantID, r.RunID, g.StepID, g.RequestDigest); err != nil {
+		if _, err := e.ops.ValidApproval(ctx, tn, runID, g.StepID, g.RequestDigest); err != nil {
 			return false
 		}
 	}
@@ -155,5 +206,9 @@ func (e *Engine) guardsValid(ctx context.Context, r run.Run, ctl toolop.Control)
 // Ready tells whether a suspended run waits for nothing any more (its
 // approval was decided, its operation resolved), so Serve will resume it.
 func (e *Engine) Ready(ctx context.Context, r run.Run) bool {
-	return r.Status == run.StatusSuspended && e.settled(ctx, r)
+	if r.Status != run.StatusSuspended {
+		return false
+	}
+	ctl, _, err := toolop.ReadControl(r.State)
+	return err == nil && e.settled(ctx, r.TenantID, r.RunID, r.StatusReason, ctl)
 }

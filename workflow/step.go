@@ -217,7 +217,7 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 		if op, err = ops.Start(ctx, tn, op.OperationID); err != nil {
 			return op, err
 		}
-		Fault(ctx, FaultBeforeCall, sc.run.RunID)
+		sc.e.at(ctx, FaultBeforeCall, sc.run.RunID)
 		reply, serr := call.Send(ctx, op.IdempotencyKey())
 		// What the tool answered is recorded even if our context ended meanwhile
 		// (lease lost, shutdown): the ledger's guarded transitions keep it safe.
@@ -225,7 +225,7 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 		var rej *rejection
 		switch {
 		case serr == nil:
-			Fault(ctx, FaultAfterResponse, sc.run.RunID)
+			sc.e.at(ctx, FaultAfterResponse, sc.run.RunID)
 			op, err = ops.Succeed(rec, tn, op.OperationID, toolop.Outcome{ExternalRef: reply.ExternalRef, Result: reply.Result})
 		case errors.As(serr, &rej):
 			op, err = ops.Fail(rec, tn, op.OperationID, toolop.Outcome{Error: serr.Error()})

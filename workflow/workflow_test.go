@@ -69,7 +69,7 @@ func stepCounts(t *testing.T, e env, runID string) map[string]int {
 // A step that committed is never run again: after an interrupted execution
 // the next worker resumes at the step that did not commit.
 func TestCommittedStepNeverRedecided(t *testing.T) {
-	eachBackend(t, func(t *testing.T, open backendFn) {
+	withStore(t, func(t *testing.T, open backendFn) {
 		e, p := open(t), newProvider()
 		var decided atomic.Int32
 		reached := make(chan struct{}, 1)
@@ -216,7 +216,7 @@ func TestWorkersRaceOneRun(t *testing.T) {
 // stays unknown, nothing is sent again, the run is suspended naming it; an
 // operator's resolution lets it finish without another send.
 func TestNonAuthoritativeSuspends(t *testing.T) {
-	eachBackend(t, func(t *testing.T, open backendFn) {
+	withStore(t, func(t *testing.T, open backendFn) {
 		e, p := open(t), newProvider()
 		p.failTransport, p.authoritative = true, false
 		w := workflow.Workflow{Name: "pay", Version: "1", Steps: []workflow.Step{
@@ -271,7 +271,7 @@ func TestNonAuthoritativeSuspends(t *testing.T) {
 // With an authoritative lookup a lost answer is reconciled at once: applied
 // means succeeded without a second send.
 func TestLostAnswerReconciled(t *testing.T) {
-	eachBackend(t, func(t *testing.T, open backendFn) {
+	withStore(t, func(t *testing.T, open backendFn) {
 		e, p := open(t), newProvider()
 		p.failTransport = true
 		w := workflow.Workflow{Name: "pay", Version: "1", Steps: []workflow.Step{
@@ -319,7 +319,7 @@ func autoApprove(ctx context.Context, a toolop.Approval) (toolop.Decision, bool)
 // the resume is refused by the approvals check, nothing is sent, and a new
 // approval for the same request lets the run finish.
 func TestExpiredApprovalNotUsedAfterResume(t *testing.T) {
-	eachBackend(t, func(t *testing.T, open backendFn) {
+	withStore(t, func(t *testing.T, open backendFn) {
 		e, p := open(t), newProvider()
 		var amount atomic.Int32
 		amount.Store(100)
@@ -382,7 +382,7 @@ func TestExpiredApprovalNotUsedAfterResume(t *testing.T) {
 // An approval covers one request digest: if the request changes after it
 // was approved, nothing is sent and the run waits for a new approval.
 func TestChangedDigestInvalidatesApproval(t *testing.T) {
-	eachBackend(t, func(t *testing.T, open backendFn) {
+	withStore(t, func(t *testing.T, open backendFn) {
 		e, p := open(t), newProvider()
 		var amount atomic.Int32
 		amount.Store(100)
@@ -409,7 +409,7 @@ func TestChangedDigestInvalidatesApproval(t *testing.T) {
 
 // Approvals are a wait: without a policy the run suspends until a person decides.
 func TestApprovalWait(t *testing.T) {
-	eachBackend(t, func(t *testing.T, open backendFn) {
+	withStore(t, func(t *testing.T, open backendFn) {
 		e, p := open(t), newProvider()
 		var amount atomic.Int32
 		amount.Store(100)
@@ -459,7 +459,7 @@ func TestApprovalWait(t *testing.T) {
 // Exhausting a budget suspends the run with the reason, and resume refuses
 // while it stays exhausted.
 func TestBudgetExhaustion(t *testing.T) {
-	eachBackend(t, func(t *testing.T, open backendFn) {
+	withStore(t, func(t *testing.T, open backendFn) {
 		e, p := open(t), newProvider()
 		var ran atomic.Int32
 		step := func(name string) workflow.Step {

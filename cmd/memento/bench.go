@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mementohq/memento/bench"
+	"github.com/mementohq/memento/cmd/memento/internal/bench"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -20,7 +20,7 @@ func newBenchCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newBenchCommitCmd(), newBenchSessionsCmd(), newBenchWorkflowCmd())
+	cmd.AddCommand(newBenchCommitCmd(), newBenchSessionsCmd(), newBenchWorkflowCmd(), newBenchScaleCmd())
 	return cmd
 }
 
@@ -55,7 +55,7 @@ committer on its own run with its lease held, for:
   postgres http     the Go client -> the HTTP server (in this process) -> PostgreSQL
   sqlite floor      the same UPDATE + INSERT through the same SQLite driver
   sqlite engine     run.Service over store/sqlite (a temporary directory)
-  dbos              DBOS Transact for Go, workflows of no-op steps (bench/dbospeer,
+  dbos              DBOS Transact for Go, workflows of no-op steps (cmd/memento/internal/bench/dbospeer,
                     built with the go command from the source tree, or --dbos-bin)
 
 Within a round, at each concurrency, the targets (DBOS too, in its own process
@@ -80,8 +80,8 @@ are removed at the end. Progress goes to stderr, the report to stdout.`,
 	fl.BoolVar(&f.noHTTP, "no-http", false, "leave out the HTTP target")
 	fl.BoolVar(&f.noSQLite, "no-sqlite", false, "leave out the SQLite targets")
 	fl.BoolVar(&f.noDBOS, "no-dbos", false, "leave out the DBOS peer")
-	fl.StringVar(&f.dbosBin, "dbos-bin", "", "a built bench/dbospeer program (default: build it from the source tree)")
-	fl.StringVar(&f.dbosDir, "dbos-dir", "", "the bench/dbospeer module directory (default: found above the working directory)")
+	fl.StringVar(&f.dbosBin, "dbos-bin", "", "a built cmd/memento/internal/bench/dbospeer program (default: build it from the source tree)")
+	fl.StringVar(&f.dbosDir, "dbos-dir", "", "the cmd/memento/internal/bench/dbospeer module directory (default: found above the working directory)")
 	fl.IntVar(&f.dbosSteps, "dbos-steps", bench.DefaultPeerSteps, "no-op steps per DBOS workflow")
 	return cmd
 }

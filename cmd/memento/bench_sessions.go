@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mementohq/memento/bench"
+	"github.com/mementohq/memento/cmd/memento/internal/bench"
 )
 
 type benchSessionsFlags struct {
@@ -37,7 +37,7 @@ session.Service on the Redis store (redaction on, as in production), and in
 the same rounds the floor: raw go-redis commands moving the same payload:
 
   get     HMGET of the session record      vs  GET of the session as served
-  append  the append+trim script           vs  SET of the message
+  append  the append+trim script           vs  RPUSH+LTRIM+EXPIRE+HSET in one pipeline
   patch   merge, compare-and-set script    vs  GET + SET of the state
 
 A patch merges onto the state the store last saw of that session when it
@@ -47,7 +47,7 @@ read-first path.
 
 Within each measurement memento and its floor take turns of --slice, so
 both see the same background load; medians of the rounds are reported with
-the ratio memento/floor (goal 0.7). Every key lives under a random prefix and is
+the ratio memento/floor (goal 0.8 for append, 0.7 otherwise). Every key lives under a random prefix and is
 deleted at the end. Progress goes to stderr, the report to stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchSessions(cmd, f) },

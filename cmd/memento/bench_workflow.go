@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mementohq/memento/bench"
+	"github.com/mementohq/memento/cmd/memento/internal/bench"
 )
 
 func newBenchWorkflowCmd() *cobra.Command {
@@ -28,7 +28,7 @@ func newBenchWorkflowCmd() *cobra.Command {
 PostgreSQL: each worker starts a run, drives it (one commit per step, lease
 held) to completion, and starts the next. Reported as steps per second at
 each concurrency (default 1 and 16), beside DBOS Transact for Go doing the
-same in the same run (bench/dbospeer), with the ratio Memento/DBOS (goal 2x).`,
+same in the same run (cmd/memento/internal/bench/dbospeer), with the ratio Memento/DBOS (goal 2x).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			url := flagOrEnv(cmd, "postgres", pg, envPostgresURL, "")
@@ -73,7 +73,7 @@ same in the same run (bench/dbospeer), with the ratio Memento/DBOS (goal 2x).`,
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
 	fl.BoolVar(&noDB, "no-dbos", false, "leave out the DBOS peer")
-	fl.StringVar(&dbosBin, "dbos-bin", "", "a built bench/dbospeer program (default: build it from the source tree)")
-	fl.StringVar(&dbosDir, "dbos-dir", "", "the bench/dbospeer module directory")
+	fl.StringVar(&dbosBin, "dbos-bin", "", "a built cmd/memento/internal/bench/dbospeer program (default: build it from the source tree)")
+	fl.StringVar(&dbosDir, "dbos-dir", "", "the cmd/memento/internal/bench/dbospeer module directory")
 	return cmd
 }

@@ -45,7 +45,9 @@ func testServer(t *testing.T, keys string) string {
 	if err := server.ParseAPIKeys(ks, keys); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Engine: eng, Keys: ks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
+		Keys: ks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,5 +285,37 @@ func TestServeRefusesPublicAddressWithoutKeys(t *testing.T) {
 	}
 	if _, _, err := execute(t, context.Background(), "serve", "--data", dir, "--api-keys", "short=t"); err == nil || !strings.Contains(err.Error(), "api key") {
 		t.Fatalf("serve with a bad key: %v", err)
+	}
+}
+
+func TestUnknownSubcommandFails(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{{"runs", "get"}, {"sessions", "nope"}, {"bench", "nothing"}, {"nosuch"}} {
+		_, _, err := execute(t, ctx, args...)
+		if err == nil || !strings.Contains(err.Error(), "unknown command") {
+			t.Errorf("memento %s: err = %v, want an unknown-command error", strings.Join(args, " "), err)
+		}
+	}
+	// A group alone still prints its help and succeeds.
+	out, _, err := execute(t, ctx, "runs")
+	if err != nil || !strings.Contains(out, "Available Commands") {
+		t.Errorf("memento runs: err = %v, out = %q", err, out)
+	}
+}
+
+// TestServeLimitFlags: --request-timeout and --max-in-flight are checked
+// before anything is opened.
+func TestServeLimitFlags(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"serve", "--data", t.TempDir(), "--request-timeout", "soon"},
+		{"serve", "--data", t.TempDir(), "--request-timeout", "-1s"},
+		{"serve", "--data", t.TempDir(), "--max-in-flight", "0"},
+		{"serve", "--data", t.TempDir(), "--max-in-flight", "many"},
+	} {
+		_, _, err := execute(t, ctx, args...)
+		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[3], "--")[:3]) {
+			t.Errorf("%v: %v, want an error about %s", args, err, args[3])
+		}
 	}
 }

@@ -102,16 +102,26 @@ on a server over the same store). The last line printed is a JSON summary
 				return fmt.Errorf("log level %q: %w", logLevel, err)
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lv}))
+			cfg.Hooks = crashPoints(cmd.ErrOrStderr())
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			reg := run.NewRegistry()
 			if err := refund.RegisterSchemas(reg); err != nil {
 				return err
 			}
+			key, err := piiKeyFromEnv()
+			if err != nil {
+				return err
+			}
+			pgURL := flagOrEnv(cmd, "postgres", pg, envPostgresURL, "")
 			eng, err := memento.Open(ctx, memento.Config{
 				DataDir:     flagOrEnv(cmd, "data", data, envData, data),
-				PostgresURL: flagOrEnv(cmd, "postgres", pg, envPostgresURL, ""),
+				PostgresURL: pgURL,
 				Registry:    reg,
+				// The demo writes runs and operations, never a session: on
+				// PostgreSQL without a key it turns redaction (and so the
+				// vault, which would need the key) off.
+				PII: memento.PIIConfig{Key: key, Disabled: key == nil && pgURL != ""},
 			})
 			if err != nil {
 				return err

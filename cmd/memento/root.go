@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
 
@@ -20,9 +21,12 @@ const (
 	envLogFormat   = "MEMENTO_LOG_FORMAT"
 	envLogLevel    = "MEMENTO_LOG_LEVEL"
 	envRetention   = "MEMENTO_RETENTION"
+	envReqTimeout  = "MEMENTO_REQUEST_TIMEOUT"
+	envMaxInFlight = "MEMENTO_MAX_IN_FLIGHT"
 	// envPIIRedaction and envPIIKey configure the session redactor and its vault.
 	envPIIRedaction = "MEMENTO_PII_REDACTION"
 	envPIIKey       = "MEMENTO_PII_KEY"
+	envOTLPEndpoint = "MEMENTO_OTLP_ENDPOINT"
 	envURL          = "MEMENTO_URL"
 	envAPIKey       = "MEMENTO_API_KEY"
 
@@ -47,7 +51,27 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(),
 		newDemoCmd(),
 	)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group that only holds
+// subcommands fail on an argument it does not know. Cobra would print the
+// group's help and exit 0, so a mistyped "memento runs get" looked like success.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		refuseUnknownSubcommands(c)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q for %q; run '%s --help' for the list", args[0], c.CommandPath(), c.CommandPath())
+		}
+		return nil
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 }
 
 // clientFlags are the flags of every command group that talks to a server.

@@ -17,6 +17,7 @@ import (
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/server"
+	"github.com/mementohq/memento/telemetry"
 )
 
 type serveFlags struct {
@@ -26,6 +27,8 @@ type serveFlags struct {
 	logFormat, logLevel           string
 	piiRedaction                  bool
 	retention                     string
+	requestTimeout, maxInFlight   string
+	otlpEndpoint                  string
 }
 
 func newServeCmd() *cobra.Command {
@@ -47,12 +50,15 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7700", "address to listen on (env "+envListen+")")
 	fl.StringVar(&f.data, "data", memento.DefaultDataDir, "data directory of the embedded backend (env "+envData+")")
-	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for runs (env "+envPostgresURL+")")
-	fl.StringVar(&f.redis, "redis", "", "Redis URL for sessions (env "+envRedisURL+")")
+	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for runs, and for sessions unless --redis (env "+envPostgresURL+")")
+	fl.StringVar(&f.redis, "redis", "", "Redis URL for sessions, or a Redis Cluster as redis://h1:p1?addr=h2:p2&addr=h3:p3 (env "+envRedisURL+")")
 	fl.StringVar(&f.apiKeys, "api-keys", "", `API keys "key=tenant[:role],..." with role reader, writer (default) or admin (env `+envAPIKeys+`)`)
 	fl.StringVar(&f.maxState, "max-state-bytes", "", "largest run state accepted, in bytes (env "+envMaxState+", default 1048576)")
-	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits)")
+	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits, required with --postgres or --redis: openssl rand -hex 32)")
 	fl.StringVar(&f.retention, "retention", "", "delete completed, failed and cancelled runs (with their events, checkpoints and operations) this long after their last update, e.g. 720h; empty keeps them (env "+envRetention+")")
+	fl.StringVar(&f.requestTimeout, "request-timeout", "", "longest a request may work, store calls included, e.g. 30s (env "+envReqTimeout+", default 30s)")
+	fl.StringVar(&f.maxInFlight, "max-in-flight", "", "most API requests served at once; beyond it a request is answered 503 overloaded (env "+envMaxInFlight+", default 256)")
+	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces: a span per request and per store call; empty turns tracing off (env "+envOTLPEndpoint+")")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
 	return cmd
@@ -72,13 +78,11 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 		cfg.PII.Disabled = !on
 	}
-	if v := os.Getenv(envPIIKey); v != "" {
-		key, err := hex.DecodeString(strings.TrimSpace(v))
-		if err != nil || len(key) != 32 {
-			return fmt.Errorf("%s: want 64 hex digits (an AES-256 key)", envPIIKey)
-		}
-		cfg.PII.Key = key
+	key, err := piiKeyFromEnv()
+	if err != nil {
+		return err
 	}
+	cfg.PII.Key = key
 	if v := flagOrEnv(cmd, "max-state-bytes", f.maxState, envMaxState, ""); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -93,6 +97,22 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			return fmt.Errorf("retention %q: want a positive duration such as 720h", v)
 		}
 		retention = d
+	}
+	var reqTimeout time.Duration
+	if v := flagOrEnv(cmd, "request-timeout", f.requestTimeout, envReqTimeout, ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("request timeout %q: want a positive duration such as 30s", v)
+		}
+		reqTimeout = d
+	}
+	var maxInFlight int
+	if v := flagOrEnv(cmd, "max-in-flight", f.maxInFlight, envMaxInFlight, ""); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("max in flight %q: want a positive integer", v)
+		}
+		maxInFlight = n
 	}
 	logger, err := newLogger(cmd,
 		flagOrEnv(cmd, "log-format", f.logFormat, envLogFormat, f.logFormat),
@@ -111,12 +131,31 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	tracing, err := telemetry.Start(ctx, telemetry.Config{Endpoint: flagOrEnv(cmd, "otlp-endpoint", f.otlpEndpoint, envOTLPEndpoint, "")})
+	if err != nil {
+		return err
+	}
+	if tracing != nil {
+		cfg.Tracer = tracing.Tracer
+		defer func() {
+			// Flush what the last requests produced, bounded: a collector
+			// that went away must not hold the shutdown.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tracing.Shutdown(sctx); err != nil {
+				logger.Warn("tracing", "err", err)
+			}
+		}()
+	}
 	eng, err := memento.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	srv, err := server.New(server.Options{Engine: eng, Keys: keys, Logger: logger})
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
+		RequestTimeout: reqTimeout, MaxInFlight: maxInFlight,
+		Keys: keys, Logger: logger, Tracing: tracing})
 	if err != nil {
 		return err
 	}
@@ -125,8 +164,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	logger.Info("sessions", "backend", string(eng.SessionBackend()), "pii_redaction", !cfg.PII.Disabled, "vault_encrypted", eng.Vault.Encrypted())
 	if retention > 0 {
-		// Every instance may run it: the deletes re-check status and age, so
-		// concurrent passes delete each run once.
+		// Every instance may start it: the store lets one sweep at a time
+		// and the others' passes return at once.
 		retCtx, stopRetention := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -142,6 +181,19 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		defer func() { stopRetention(); <-done }()
 	}
 	return srv.ListenAndServe(ctx, listen)
+}
+
+// piiKeyFromEnv reads the vault key from MEMENTO_PII_KEY (nil when unset).
+func piiKeyFromEnv() ([]byte, error) {
+	v := os.Getenv(envPIIKey)
+	if v == "" {
+		return nil, nil
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(v))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("%s: want 64 hex digits (an AES-256 key; make one with `openssl rand -hex 32`)", envPIIKey)
+	}
+	return key, nil
 }
 
 func newLogger(cmd *cobra.Command, format, level string) (*slog.Logger, error) {

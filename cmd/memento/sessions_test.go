@@ -61,6 +61,7 @@ func TestServeRedisSessions(t *testing.T) {
 	index := "memento:{t:default:u:" + user + "}:ix"
 	defer rdb.Del(context.Background(), tag, index)
 
+	t.Setenv(envPIIKey, storetest.PIIKeyHex) // a shared backend needs a vault key
 	addr, logs, stop := startServe(t, "--data", t.TempDir(), "--redis", redisURL)
 	backend := ""
 	for _, l := range logs {
@@ -79,5 +80,28 @@ func TestServeRedisSessions(t *testing.T) {
 	if st, err := rdb.HGet(ctx, tag, "st").Result(); err != nil || st != `{"a":1}` {
 		t.Fatalf("the session is not in Redis: %q %v", st, err)
 	}
+	stop()
+}
+
+// TestServeSharedBackendNeedsKey: `serve --postgres` or `--redis` with
+// redaction on and no MEMENTO_PII_KEY refuses to start and says how to
+// make a key; with --pii-redaction=false it needs none.
+func TestServeSharedBackendNeedsKey(t *testing.T) {
+	t.Setenv(envPIIKey, "")
+	for _, args := range [][]string{
+		{"--postgres", storetest.PostgresURL(t)},
+		{"--redis", storetest.RedisURL(t)},
+	} {
+		_, _, err := execute(t, t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir()}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "openssl rand -hex 32") || !strings.Contains(err.Error(), envPIIKey) {
+			t.Fatalf("serve %s without a key: %v; want a refusal saying how to make one", args[0], err)
+		}
+	}
+	t.Setenv(envPIIKey, "not-hex")
+	if _, _, err := execute(t, t.Context(), "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir()); err == nil || !strings.Contains(err.Error(), "openssl rand -hex 32") {
+		t.Fatalf("serve with a malformed key: %v", err)
+	}
+	t.Setenv(envPIIKey, "")
+	_, _, stop := startServe(t, "--data", t.TempDir(), "--postgres", storetest.PostgresURL(t), "--pii-redaction=false")
 	stop()
 }

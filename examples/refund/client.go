@@ -116,7 +116,7 @@ func (c *Client) Refund(ctx context.Context, runID, key string, body RefundReque
 	if err := req.Write(conn); err != nil {
 		return Refund{}, fmt.Errorf("refund %s: send: %w", body.OrderID, err)
 	}
-	workflow.Fault(ctx, workflow.FaultAfterSend, runID)
+	workflow.At(ctx, workflow.FaultAfterSend, runID)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {
 		return Refund{}, fmt.Errorf("refund %s: read answer: %w", body.OrderID, err)

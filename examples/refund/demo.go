@@ -26,6 +26,8 @@ type DemoConfig struct {
 	ApprovalTTL     time.Duration
 	Tenant          string
 	Logger          *slog.Logger
+	// Hooks are the engine's test hooks (crash points); zero in production.
+	Hooks workflow.Hooks
 }
 
 // Summary is what the demo prints as its last line.
@@ -55,7 +57,7 @@ func RunDemo(ctx context.Context, runs *run.Service, ops *toolop.Service, cfg De
 		return Summary{}, err
 	}
 	pay := NewClient(cfg.PaymentsURL)
-	opts := workflow.Options{Tenant: cfg.Tenant, LeaseTTL: cfg.LeaseTTL, Concurrency: cfg.Workers, PollInterval: cfg.Poll, Logger: cfg.Logger}
+	opts := workflow.Options{Tenant: cfg.Tenant, LeaseTTL: cfg.LeaseTTL, Concurrency: cfg.Workers, PollInterval: cfg.Poll, Logger: cfg.Logger, Hooks: cfg.Hooks}
 	if !cfg.ManualApprovals {
 		opts.Approver = Policy(cfg.ApprovalLimit)
 	}

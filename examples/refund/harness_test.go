@@ -35,7 +35,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// memento builds the memento binary once per test process.
+// memento builds the memento binary once per test process, with the crash
+// points (MEMENTO_FAULT_POINT) a normal build does not have.
 func mementoBin(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -44,7 +45,7 @@ func mementoBin(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "memento")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/mementohq/memento/cmd/memento").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", "memento_crashpoints", "-o", binPath, "github.com/mementohq/memento/cmd/memento").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -95,7 +96,8 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{out: newLockedBuffer(), errb: newLockedBuffer(), done: make(chan struct{})}
 	p.cmd = exec.Command(mementoBin(t), args...)
-	p.cmd.Env = append(os.Environ(), env...)
+	// A shared backend refuses to start without a vault key.
+	p.cmd.Env = append(append(os.Environ(), "MEMENTO_PII_KEY="+storetest.PIIKeyHex), env...)
 	// A working directory of its own: nothing a child writes by default
 	// (./memento-data) may land in the source tree.
 	p.cmd.Dir = t.TempDir()
@@ -203,7 +205,7 @@ func sqliteBackend(t *testing.T) backend {
 func postgresBackend(t *testing.T) backend {
 	t.Helper()
 	url := storetest.PostgresURL(t)
-	return backend{name: "postgres", args: []string{"--postgres", url}, cfg: memento.Config{PostgresURL: url, DataDir: t.TempDir()}}
+	return backend{name: "postgres", args: []string{"--postgres", url}, cfg: memento.Config{PostgresURL: url, DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}}}
 }
 
 // open opens the backend in the test process, to inspect what the demo left.

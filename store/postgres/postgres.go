@@ -4,13 +4,12 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	migratepkg "github.com/mementohq/memento/store/internal/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -27,16 +26,22 @@ const migrationLockKey int32 = 0x4d454d4f // "MEMO"
 // flush only if they run on connections of their own.
 const DefaultMaxConns = 16
 
+// DefaultStatementTimeout is the statement_timeout of the pool's
+// connections unless the connection URL sets one.
+const DefaultStatementTimeout = "30s"
+
 // DB is a PostgreSQL-backed store. It is safe for concurrent use.
 type DB struct {
-	pool *pgxpool.Pool
+	pool      *pgxpool.Pool
+	retention retentionCursor
 }
 
 // Open connects to PostgreSQL and applies the embedded migrations that are
 // not applied yet. Parameters that pgx does not know (such as search_path)
 // are sent to the server as runtime parameters of every pooled connection;
 // tables are created unqualified, so they land in the first schema of the
-// search path.
+// search path. Every connection gets statement_timeout
+// DefaultStatementTimeout unless the URL sets one.
 func Open(ctx context.Context, connString string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
@@ -44,6 +49,12 @@ func Open(ctx context.Context, connString string) (*DB, error) {
 	}
 	if !strings.Contains(connString, "pool_max_conns") && cfg.MaxConns < DefaultMaxConns {
 		cfg.MaxConns = DefaultMaxConns
+	}
+	// A stuck statement must not hold a pooled connection for ever; the
+	// URL may set its own (statement_timeout=5s, or options=-c statement_timeout=5s).
+	rp := cfg.ConnConfig.RuntimeParams
+	if _, ok := rp["statement_timeout"]; !ok && !strings.Contains(rp["options"], "statement_timeout") {
+		rp["statement_timeout"] = DefaultStatementTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -71,35 +82,49 @@ func (db *DB) Ping(ctx context.Context) error {
 // package and for tests.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
-type migration struct {
-	version string // file name without .sql, e.g. "0001_runs"
-	sql     string
+// pgMigrations is the PostgreSQL dialect of one migration transaction.
+type pgMigrations struct{ tx pgx.Tx }
+
+func (m pgMigrations) Prepare(ctx context.Context) error {
+	// A transaction-scoped advisory lock cannot leak into the pool the way a
+	// session lock could if the unlock were lost to a cancelled context.
+	if _, err := m.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(coalesce(current_schema(), '')))`, migrationLockKey); err != nil {
+		return fmt.Errorf("take lock: %w", err)
+	}
+	if _, err := m.tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    text PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return fmt.Errorf("create schema_migrations (does the schema of search_path exist?): %w", err)
+	}
+	return nil
 }
 
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+func (m pgMigrations) Applied(ctx context.Context) ([]string, error) {
+	rows, err := m.tx.Query(ctx, `SELECT version FROM schema_migrations`)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(names)
-	out := make([]migration, 0, len(names))
-	for _, name := range names {
-		b, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: strings.TrimSuffix(path.Base(name), ".sql"), sql: string(b)})
-	}
-	return out, nil
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// migrate applies the embedded migrations in lexical order, in one
-// transaction under a transaction-scoped advisory lock: instances starting
-// together serialize here, and a failure leaves nothing half-applied. A
-// transaction lock cannot leak into the pool the way a session lock could
-// if the unlock were lost to a cancelled context.
+// Exec sends the file without arguments: pgx then uses the simple protocol,
+// so a file may hold several statements.
+func (m pgMigrations) Exec(ctx context.Context, sql string) error {
+	_, err := m.tx.Exec(ctx, sql)
+	return err
+}
+
+func (m pgMigrations) Record(ctx context.Context, version string) error {
+	_, err := m.tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version)
+	return err
+}
+
+// migrate applies the embedded migrations in one transaction under an
+// advisory lock: instances starting together serialize here, and a failure
+// leaves nothing half-applied.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	migs, err := loadMigrations()
+	migs, err := migratepkg.Load(migrationFiles, "migrations")
 	if err != nil {
 		return fmt.Errorf("read embedded migrations: %w", err)
 	}
@@ -108,40 +133,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("apply migrations: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // no-op after Commit
-
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(coalesce(current_schema(), '')))`, migrationLockKey); err != nil {
-		return fmt.Errorf("apply migrations: take lock: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    text PRIMARY KEY,
-		applied_at timestamptz NOT NULL DEFAULT now()
-	)`); err != nil {
-		return fmt.Errorf("apply migrations: create schema_migrations (does the schema of search_path exist?): %w", err)
-	}
-	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
-	if err != nil {
-		return fmt.Errorf("apply migrations: read schema_migrations: %w", err)
-	}
-	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("apply migrations: read schema_migrations: %w", err)
-	}
-	done := make(map[string]bool, len(applied))
-	for _, v := range applied {
-		done[v] = true
-	}
-	for _, m := range migs {
-		if done[m.version] {
-			continue
-		}
-		// No arguments: pgx sends it with the simple protocol, so a file may
-		// hold several statements.
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("apply migration %s: %w", m.version, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.version); err != nil {
-			return fmt.Errorf("record migration %s: %w", m.version, err)
-		}
+	if err := migratepkg.Apply(ctx, pgMigrations{tx}, migs); err != nil {
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("apply migrations: commit: %w", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mementohq/memento/run"
+	migratepkg "github.com/mementohq/memento/store/internal/migrate"
 	"github.com/mementohq/memento/storetest"
 )
 
@@ -110,7 +111,7 @@ func TestMigrationsLandInTestSchema(t *testing.T) {
 			t.Errorf("table %s not in schema %s (have %v)", want, schema, tables)
 		}
 	}
-	migs, err := loadMigrations()
+	migs, err := migratepkg.Load(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -418,14 +418,14 @@ UPDATE runs SET
 WHERE tenant_id = $1 AND run_id = $2 AND status NOT IN ` + terminalSQL + `
   AND (  ($4::bigint = 0 AND (lease_owner = $3 OR lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= now()))
       OR ($4::bigint > 0 AND lease_owner = $3 AND lease_epoch = $4 AND lease_expires_at > now()))
-RETURNING lease_epoch, lease_expires_at`
+RETURNING lease_epoch, lease_expires_at, state_revision`
 
 // AcquireLease takes (epoch 0) or renews (epoch > 0) the run's lease.
 func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, epoch int64, ttl time.Duration) (run.Lease, error) {
 	for attempt := 0; ; attempt++ {
 		l := run.Lease{Owner: owner}
 		err := db.pool.QueryRow(ctx, acquireLeaseSQL, tenantID, runID, owner, epoch, ttl.Microseconds()).
-			Scan(&l.Epoch, &l.ExpiresAt)
+			Scan(&l.Epoch, &l.ExpiresAt, &l.Revision)
 		if err == nil {
 			l.ExpiresAt = l.ExpiresAt.UTC()
 			return l, nil
@@ -435,11 +435,12 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 		}
 		var (
 			status, holder string
+			until          *time.Time
 			live           bool
 		)
 		err = db.pool.QueryRow(ctx, `
-			SELECT status, lease_owner, coalesce(lease_expires_at > now(), false)
-			FROM runs WHERE tenant_id = $1 AND run_id = $2`, tenantID, runID).Scan(&status, &holder, &live)
+			SELECT status, lease_owner, lease_expires_at, coalesce(lease_expires_at > now(), false)
+			FROM runs WHERE tenant_id = $1 AND run_id = $2`, tenantID, runID).Scan(&status, &holder, &until, &live)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return run.Lease{}, fmt.Errorf("lease run %s: %w", runID, run.ErrNotFound)
@@ -450,7 +451,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 		case epoch > 0:
 			return run.Lease{}, fmt.Errorf("renew lease of run %s for %s at epoch %d: %w", runID, owner, epoch, run.ErrLeaseLost)
 		case live && holder != owner:
-			return run.Lease{}, fmt.Errorf("lease run %s for %s: held by %s: %w", runID, owner, holder, run.ErrLeaseHeld)
+			return run.Lease{}, fmt.Errorf("lease run %s for %s: %w", runID, owner, &run.LeaseHeldError{RunID: runID, Owner: holder, ExpiresAt: utcPtr(until)})
 		case attempt >= 2:
 			// Freed and retaken between our statements, repeatedly.
 			return run.Lease{}, fmt.Errorf("lease run %s for %s: %w", runID, owner, run.ErrLeaseHeld)
@@ -524,6 +525,7 @@ WITH o AS (
 		state_schema_version = CASE WHEN $10::int > 0 THEN $10::int ELSE state_schema_version END,
 		state_revision = state_revision + 1,
 		updated_at = now(),
+		finished_at = CASE WHEN $8::text IN ` + terminalSQL + ` THEN now() ELSE finished_at END,
 		chain_head = ` + chainSQL("c.old_chain", "($3::bigint + 1)::text", "$12::text", "$13::text", "$14::int::text",
 	"c.payload_t", "(CASE WHEN $16::bool THEN 'S' ELSE 'D' END)", "c.change_t", "$7::text", "c.new_status", "c.new_version") + `,
 		spent = CASE WHEN $17::jsonb IS NULL OR spent IS NULL THEN spent ELSE (
@@ -638,7 +640,7 @@ func (db *DB) diagnoseCommit(ctx context.Context, tenantID, runID string, c run.
 	case owner != c.Owner || epoch != c.Epoch || !live:
 		return fmt.Errorf("commit run %s: lease of %s at epoch %d: %w", runID, c.Owner, c.Epoch, run.ErrLeaseLost)
 	case revision != c.ExpectedRevision:
-		return fmt.Errorf("commit run %s: expected revision %d, run is at %d: %w", runID, c.ExpectedRevision, revision, run.ErrRevisionConflict)
+		return fmt.Errorf("commit run %s: %w", runID, &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: revision})
 	}
 	need, err := db.schemaRequired(ctx, tenantID, runID, c)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -828,77 +830,4 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 		return fail(err)
 	}
 	return r, nil
-}
-
-// DeleteTerminalBefore deletes terminal runs last updated before cutoff,
-// with their events and checkpoints. Candidates are found across tenants;
-// the deletes then run per tenant (each statement touches one tenant, as a
-// distributed database routes best), all sent in one batch.
-func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, nil
-	}
-	rows, err := db.pool.Query(ctx, `
-		SELECT tenant_id, run_id FROM runs
-		WHERE status IN `+terminalSQL+` AND updated_at < $1
-		ORDER BY updated_at LIMIT $2`, cutoff, limit)
-	if err != nil {
-		return 0, fmt.Errorf("find terminal runs before %s: %w", cutoff.Format(time.RFC3339), err)
-	}
-	byTenant := map[string][]string{}
-	var tenants []string
-	for rows.Next() {
-		var tenant, id string
-		if err := rows.Scan(&tenant, &id); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("find terminal runs: %w", err)
-		}
-		if _, ok := byTenant[tenant]; !ok {
-			tenants = append(tenants, tenant)
-		}
-		byTenant[tenant] = append(byTenant[tenant], id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("find terminal runs: %w", err)
-	}
-	if len(tenants) == 0 {
-		return 0, nil
-	}
-	// The status and age are checked again by the DELETE itself, so a run
-	// revived or touched since the scan is kept.
-	var b pgx.Batch
-	for _, tenant := range tenants {
-		b.Queue(`
-			WITH d AS (
-				DELETE FROM runs
-				WHERE tenant_id = $1 AND run_id = ANY($2::text[])
-				  AND status IN `+terminalSQL+` AND updated_at < $3
-				RETURNING run_id
-			), de AS (
-				DELETE FROM run_events e USING d WHERE e.tenant_id = $1 AND e.run_id = d.run_id
-			), dc AS (
-				DELETE FROM run_checkpoints c USING d WHERE c.tenant_id = $1 AND c.run_id = d.run_id
-			), dop AS (
-				DELETE FROM tool_operations o USING d WHERE o.tenant_id = $1 AND o.run_id = d.run_id
-			), dap AS (
-				DELETE FROM approvals a USING d WHERE a.tenant_id = $1 AND a.run_id = d.run_id
-			)
-			SELECT count(*) FROM d`, tenant, byTenant[tenant], cutoff)
-	}
-	br := db.pool.SendBatch(ctx, &b)
-	total := 0
-	for range tenants {
-		var n int
-		if err := br.QueryRow().Scan(&n); err != nil {
-			_ = br.Close()
-			// The batch is one implicit transaction: nothing was deleted.
-			return 0, fmt.Errorf("delete terminal runs: %w", err)
-		}
-		total += n
-	}
-	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("delete terminal runs: %w", err)
-	}
-	return total, nil
 }

@@ -89,3 +89,23 @@ func sameJSONText(a, b json.RawMessage) bool {
 	}
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
+
+// TestScriptsTouchOneKey: every script reads and writes KEYS[1] only, so a
+// script never spans cluster slots; the user index (another slot) is only
+// ever updated by its own script or plain commands.
+func TestScriptsTouchOneKey(t *testing.T) {
+	for _, src := range scriptSources {
+		if strings.Contains(src, "KEYS[2]") || strings.Contains(src, "#KEYS") {
+			t.Fatalf("a script uses more than KEYS[1]:\n%s", src)
+		}
+	}
+	if len(scriptSources) != len(allScripts) {
+		t.Fatalf("%d script sources for %d scripts", len(scriptSources), len(allScripts))
+	}
+	s := &Store{prefix: "p:"}
+	for _, k := range s.sessionKeys("t{1}", "s:2") {
+		if !strings.HasPrefix(k, "p:{t:t%7B1%7D:s:s%3A2}") {
+			t.Fatalf("session key %s: want the hash tag {t:<tenant>:s:<session>}", k)
+		}
+	}
+}

@@ -60,7 +60,7 @@ end
 // putScript creates or replaces a session.
 // KEYS: session. ARGV: user, app, state, ttl_ms, expected_rev, generation (for a creation).
 // Returns {"nf"} | {"stale", rev} | {"ok", created, index_score, record...}.
-var putScript = goredis.NewScript(prelude + `
+var putScript = newScript(prelude + `
 local now = now_us()
 local ttl = tonumber(ARGV[4])
 local x = now + ttl * 1000
@@ -97,7 +97,7 @@ return reply(m, created, score)
 // without one).
 // KEYS: session. ARGV: user, expected_rev, state, generation.
 // Returns {"nf"} | {"stale", rev} | {"gen"} | {"ok", 0, index_score, record...}.
-var setStateScript = goredis.NewScript(`
+var setStateScript = newScript(`
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- the record fields, in the order of RECORD / recordFields
@@ -129,7 +129,7 @@ return {'ok', 0, score, unpack(v)}
 // Returns {"nf"} | {"ok", trimmed, count, first_seq, first_us, expiry_us, index_score}.
 // Numbers go to HSET as strings made with %d: a Lua number given to
 // redis.call is printed with %.17g, which costs more.
-var appendScript = goredis.NewScript(`
+var appendScript = newScript(`
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local v = redis.call('HMGET', KEYS[1], 'u', 'x', 'ttl', 'ls', 'lt', 'n', 'ix')
@@ -169,16 +169,18 @@ return {'ok', trimmed, count + n - trimmed, ls + 1, t0, x, score}
 `)
 
 // messagesScript returns the newest messages matching the filter, newest first.
-// KEYS: session. ARGV: user, limit, since_us, after_seq.
-var messagesScript = goredis.NewScript(prelude + `
+// KEYS: session. ARGV: user, limit, since_us, after_seq, before_seq (0: none).
+var messagesScript = newScript(prelude + `
 local m = record(ARGV[1], now_us())
 if not m then return {'nf'} end
-local limit, since, after = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local limit, since, after, before = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local ls, n = tonumber(m.ls), tonumber(m.n)
-local lo = math.max(ls - n + 1, after + 1, ls - limit + 1)
-if since > 0 and lo <= ls then
+local hi = ls
+if before > 0 and before - 1 < hi then hi = before - 1 end
+local lo = math.max(ls - n + 1, after + 1, hi - limit + 1)
+if since > 0 and lo <= hi then
   -- times grow with seq: find the first seq created after since
-  local a, b = lo, ls + 1
+  local a, b = lo, hi + 1
   while a < b do
     local mid = math.floor((a + b) / 2)
     local e = redis.call('HGET', KEYS[1], '#' .. fmt(mid))
@@ -189,9 +191,9 @@ if since > 0 and lo <= ls then
   lo = a
 end
 local out = {'ok'}
-if lo > ls then return out end
+if lo > hi then return out end
 local fields = {}
-for s = ls, lo, -1 do fields[#fields + 1] = '#' .. fmt(s) end
+for s = hi, lo, -1 do fields[#fields + 1] = '#' .. fmt(s) end
 local vals = redis.call('HMGET', KEYS[1], unpack(fields))
 for i = 1, #vals do out[i + 1] = vals[i] end
 return out
@@ -199,7 +201,7 @@ return out
 
 // summaryScript sets the summary slot.
 // KEYS: session. ARGV: user, summary JSON.
-var summaryScript = goredis.NewScript(prelude + `
+var summaryScript = newScript(prelude + `
 local now = now_us()
 local m = record(ARGV[1], now)
 if not m then return {'nf'} end
@@ -216,7 +218,7 @@ return out
 
 // deleteScript closes a session: returns its record and state, deletes the key.
 // KEYS: session. ARGV: user.
-var deleteScript = goredis.NewScript(prelude + `
+var deleteScript = newScript(prelude + `
 local m = record(ARGV[1], now_us())
 if not m then return {'nf'} end
 local out = reply(m, 0, 0)
@@ -228,12 +230,21 @@ return out
 // indexScript raises a member's score in the user index and keeps the index
 // alive at least as long as its longest-lived session.
 // KEYS: index. ARGV: score_ms, session id.
-var indexScript = goredis.NewScript(`
+var indexScript = newScript(`
 redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[2])
 local cur = redis.call('PEXPIRETIME', KEYS[1])
 if cur < 0 or cur < tonumber(ARGV[1]) then redis.call('PEXPIREAT', KEYS[1], ARGV[1]) end
 return 1
 `)
+
+// scriptSources holds the source of every script, for the test that checks
+// each touches KEYS[1] only (one cluster slot).
+var scriptSources []string
+
+func newScript(src string) *goredis.Script {
+	scriptSources = append(scriptSources, src)
+	return goredis.NewScript(src)
+}
 
 // recordFields mirrors RECORD in the prelude.
 var recordFields = []string{"u", "x", "a", "r", "sm", "su", "n", "ls", "lt", "ttl", "c", "la", "ix", "g"}
@@ -256,6 +267,11 @@ const (
 	fGen
 	fState // getFields only
 )
+
+// listFields are what a list item needs: the record without the summary
+// (and never the state or the messages), so a listing reads a few small
+// fields per session whatever the size of its documents.
+var listFields = []string{"u", "x", "a", "r", "n", "ls", "ttl", "c", "la"}
 
 // getFields are what Get reads: the record and the state, never the messages.
 var getFields = append(append([]string(nil), recordFields...), "st")

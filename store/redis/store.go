@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,23 +54,49 @@ type Store struct {
 }
 
 // Open connects to a redis:// or rediss:// URL, checks it answers and loads
-// the scripts.
+// the scripts. A URL with addr parameters names a Redis Cluster by several
+// seed addresses, go-redis's cluster URL form:
+// redis://h1:p1?addr=h2:p2&addr=h3:p3. Every key of a session shares one
+// hash slot, so each script runs on one node.
 func Open(ctx context.Context, url string, o Options) (*Store, error) {
-	opts, err := goredis.ParseURL(url)
+	c, where, err := dial(url)
 	if err != nil {
 		return nil, fmt.Errorf("open redis: %w", err)
 	}
-	s := New(goredis.NewClient(opts), o)
+	s := New(c, o)
 	s.owned = true
 	if err := s.Ping(ctx); err != nil {
 		s.c.Close()
-		return nil, fmt.Errorf("open redis %s: %w", opts.Addr, err)
+		return nil, fmt.Errorf("open redis %s: %w", where, err)
 	}
 	if err := s.loadScripts(ctx); err != nil {
 		s.c.Close()
-		return nil, fmt.Errorf("open redis %s: %w", opts.Addr, err)
+		return nil, fmt.Errorf("open redis %s: %w", where, err)
 	}
 	return s, nil
+}
+
+// IsClusterURL reports whether url names a Redis Cluster (seed addresses
+// in addr parameters).
+func IsClusterURL(url string) bool {
+	u, err := neturl.Parse(url)
+	return err == nil && u.Query().Has("addr")
+}
+
+// dial makes the client a URL names, and says where it points (no password).
+func dial(url string) (goredis.UniversalClient, string, error) {
+	if IsClusterURL(url) {
+		opts, err := goredis.ParseClusterURL(url)
+		if err != nil {
+			return nil, "", err
+		}
+		return goredis.NewClusterClient(opts), "cluster " + strings.Join(opts.Addrs, ","), nil
+	}
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, "", err
+	}
+	return goredis.NewClient(opts), opts.Addr, nil
 }
 
 // New wraps a client the caller owns (a cluster client works: all keys of one
@@ -514,7 +541,7 @@ func (s *Store) Messages(ctx context.Context, tenantID, sessionID, userID string
 	if !q.Since.IsZero() {
 		since = q.Since.UnixMicro()
 	}
-	r, err := s.run(ctx, messagesScript, s.sessionKeys(tenantID, sessionID), userID, q.Limit, since, q.AfterSeq)
+	r, err := s.run(ctx, messagesScript, s.sessionKeys(tenantID, sessionID), userID, q.Limit, since, q.AfterSeq, q.BeforeSeq)
 	if err != nil {
 		return nil, fmt.Errorf("list messages of session %s: %w", sessionID, err)
 	}
@@ -592,8 +619,10 @@ func (s *Store) Delete(ctx context.Context, tenantID, sessionID, userID string) 
 
 // ListByUser implements session.Store. The index may hold ids of sessions
 // that expired, closed or were recreated by another user; each candidate is
-// checked against its record and stale members are removed.
-func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, limit int) ([]session.Session, error) {
+// checked against its record and stale members are removed. A listing reads
+// listFields of at most maxIndexScan candidates (those expiring soonest when
+// a user has more), never a state, summary or message.
+func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, q session.ListQuery) ([]session.Session, error) {
 	ik := s.indexKey(tenantID, userID)
 	floor := time.Now().Add(-indexGrace).UnixMilli()
 	ids, err := s.c.ZRangeArgs(ctx, goredis.ZRangeArgs{
@@ -604,9 +633,10 @@ func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, limit i
 	}
 	cmds := make([]*goredis.SliceCmd, len(ids))
 	if len(ids) > 0 {
+		// On a cluster the pipeline goes to each candidate's node.
 		_, err = s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, id := range ids {
-				cmds[i] = p.HMGet(ctx, s.sessionKey(tenantID, id), getFields...)
+				cmds[i] = p.HMGet(ctx, s.sessionKey(tenantID, id), listFields...)
 			}
 			return nil
 		})
@@ -619,14 +649,22 @@ func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, limit i
 		stale []any
 	)
 	for i, id := range ids {
-		vals := cmds[i].Val()
-		if len(vals) != len(getFields) || value(vals[fUser]) != userID {
+		v := cmds[i].Val()
+		if len(v) != len(listFields) || value(v[0]) != userID {
 			stale = append(stale, id)
 			continue
 		}
-		ss, _, err := fromValues(tenantID, id, vals)
-		if err != nil {
-			return nil, fmt.Errorf("list sessions of user: %w", err)
+		// v: u x a r n ls ttl c la; an expired key reads as missing.
+		ss := session.Session{
+			TenantID: tenantID, SessionID: id, UserID: userID, App: value(v[2]), Revision: atoi(v[3]),
+			MessageCount: int(atoi(v[4])), LastSeq: atoi(v[5]), TTL: time.Duration(atoi(v[6])) * time.Millisecond,
+			CreatedAt: micros(atoi(v[7])), LastActivityAt: micros(atoi(v[8])), ExpiresAt: micros(atoi(v[1])),
+		}
+		if q.AfterSessionID != "" {
+			c := q.AfterActivity.Compare(ss.LastActivityAt)
+			if c < 0 || (c == 0 && ss.SessionID <= q.AfterSessionID) {
+				continue // at or before the cursor in the listing order
+			}
 		}
 		out = append(out, ss)
 	}
@@ -644,8 +682,8 @@ func (s *Store) ListByUser(ctx context.Context, tenantID, userID string, limit i
 		}
 		return strings.Compare(a.SessionID, b.SessionID)
 	})
-	if len(out) > limit {
-		out = out[:limit]
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
 	}
 	return out, nil
 }

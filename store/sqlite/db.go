@@ -6,13 +6,14 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	migratepkg "github.com/mementohq/memento/store/internal/migrate"
 )
 
 // FileName is the database file OpenDir uses inside a data directory.
@@ -37,6 +38,8 @@ type DB struct {
 	r    *sql.DB
 	path string
 	now  func() time.Time
+	// retention is the position of the retention sweep in progress.
+	retention retentionCursor
 }
 
 // OpenDir opens (creating it if needed) the database file FileName in dir.
@@ -158,48 +161,58 @@ func fromMicros(us int64) time.Time {
 	return time.UnixMicro(us).UTC()
 }
 
-// migrate applies, in lexical order, every embedded migration not yet
-// recorded in schema_migrations, each in its own transaction. Several
-// processes opening one file at once serialize on BEGIN IMMEDIATE.
-func (db *DB) migrate(ctx context.Context) error {
-	if _, err := db.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+// sqliteMigrations is the SQLite dialect of one migration transaction. The
+// write transaction (BEGIN IMMEDIATE) is the lock: processes opening one file
+// at once serialize on it. Versions were recorded with their ".sql" suffix
+// from the start; that form is kept so existing files stay valid.
+type sqliteMigrations struct {
+	tx  *sql.Tx
+	now int64
+}
+
+func (m sqliteMigrations) Prepare(ctx context.Context) error {
+	_, err := m.tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    TEXT PRIMARY KEY,
 		applied_at INTEGER NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	)`)
+	return err
+}
+
+func (m sqliteMigrations) Applied(ctx context.Context) ([]string, error) {
+	rows, err := m.tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
 	if err != nil {
-		return fmt.Errorf("read migrations: %w", err)
+		return nil, err
 	}
-	// fs.ReadDir sorts by file name: 0001_, 0002_, ... apply in that order.
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
-			continue
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
 		}
-		body, err := fs.ReadFile(migrationFiles, "migrations/"+name)
-		if err != nil {
-			return fmt.Errorf("read migration %s: %w", name, err)
-		}
-		err = db.writeTx(ctx, func(tx *sql.Tx) error {
-			var one int
-			err := tx.QueryRowContext(ctx, `SELECT 1 FROM schema_migrations WHERE version = ?`, name).Scan(&one)
-			if err == nil {
-				return nil
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, name, db.nowMicros())
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("apply migration %s: %w", name, err)
-		}
+		out = append(out, strings.TrimSuffix(v, ".sql"))
 	}
-	return nil
+	return out, rows.Err()
+}
+
+func (m sqliteMigrations) Exec(ctx context.Context, sql string) error {
+	_, err := m.tx.ExecContext(ctx, sql)
+	return err
+}
+
+func (m sqliteMigrations) Record(ctx context.Context, version string) error {
+	_, err := m.tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version+".sql", m.now)
+	return err
+}
+
+// migrate applies every embedded migration not yet recorded, in one write
+// transaction, so a failure leaves nothing half-applied.
+func (db *DB) migrate(ctx context.Context) error {
+	migs, err := migratepkg.Load(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("read embedded migrations: %w", err)
+	}
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		return migratepkg.Apply(ctx, sqliteMigrations{tx: tx, now: db.nowMicros()}, migs)
+	})
 }

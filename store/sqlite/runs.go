@@ -404,7 +404,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 				return fmt.Errorf("%w: renewing epoch %d", run.ErrLeaseLost, epoch)
 			}
 		case held && r.LeaseOwner != owner:
-			return fmt.Errorf("%w: by %s until %s", run.ErrLeaseHeld, r.LeaseOwner, r.LeaseExpiresAt.Format(time.RFC3339Nano))
+			return &run.LeaseHeldError{RunID: runID, Owner: r.LeaseOwner, ExpiresAt: r.LeaseExpiresAt}
 		case !held:
 			newEpoch = r.LeaseEpoch + 1
 		}
@@ -413,7 +413,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 			WHERE tenant_id = ? AND run_id = ?`, owner, newEpoch, expires, tenantID, runID); err != nil {
 			return err
 		}
-		l = run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: fromMicros(expires)}
+		l = run.Lease{Owner: owner, Epoch: newEpoch, ExpiresAt: fromMicros(expires), Revision: r.StateRevision}
 		return nil
 	})
 	if err != nil {
@@ -469,7 +469,7 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 			return fmt.Errorf("%w: %s/%d does not hold it", run.ErrLeaseLost, c.Owner, c.Epoch)
 		}
 		if r.StateRevision != c.ExpectedRevision {
-			return fmt.Errorf("%w: run is at %d", run.ErrRevisionConflict, r.StateRevision)
+			return &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: r.StateRevision}
 		}
 		if err := checkSchema(ctx, tx, tenantID, r, c); err != nil {
 			return err
@@ -516,10 +516,11 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 			r.VerifiedSeq = c.VerifiedSeq
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, next_step = ?, status = ?, status_reason = ?,
-			state_schema_version = ?, state_revision = ?, updated_at = ?, chain_head = ?, verified_seq = ?, spent = ?
+			state_schema_version = ?, state_revision = ?, updated_at = ?, chain_head = ?, verified_seq = ?, spent = ?,
+			finished_at = CASE WHEN ? THEN ? ELSE finished_at END
 			WHERE tenant_id = ? AND run_id = ?`,
 			string(r.State), r.NextStep, string(r.Status), r.StatusReason, r.StateSchemaVersion, r.StateRevision, now,
-			r.Chain, r.VerifiedSeq, spentText(r.Spent), tenantID, runID); err != nil {
+			r.Chain, r.VerifiedSeq, spentText(r.Spent), r.Status.Terminal(), now, tenantID, runID); err != nil {
 			return err
 		}
 		out = r
@@ -696,44 +697,6 @@ func sumSpend(ctx context.Context, tx *sql.Tx, tenantID, runID string, through i
 		total = run.AddSpend(total, run.SpendOf(p))
 	}
 	return total, rows.Err()
-}
-
-// DeleteTerminalBefore deletes old terminal runs with their events and
-// checkpoints, across tenants, at most limit per call; see run.Store.
-func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, nil
-	}
-	deleted := 0
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		keys, err := queryKeys(ctx, tx, `SELECT tenant_id, run_id FROM runs
-			WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ?
-			ORDER BY updated_at LIMIT ?`, cutoff.UnixMicro(), limit)
-		if err != nil {
-			return err
-		}
-		// Explicit deletes, tenant first, rather than relying on the cascade:
-		// the same statements a distributed backend would run per shard.
-		for _, k := range keys {
-			for _, q := range []string{
-				`DELETE FROM run_events WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM run_checkpoints WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM tool_operations WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM approvals WHERE tenant_id = ? AND run_id = ?`,
-				`DELETE FROM runs WHERE tenant_id = ? AND run_id = ?`,
-			} {
-				if _, err := tx.ExecContext(ctx, q, k.tenant, k.id); err != nil {
-					return err
-				}
-			}
-		}
-		deleted = len(keys)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sqlite delete terminal runs before %s: %w", cutoff.UTC().Format(time.RFC3339Nano), err)
-	}
-	return deleted, nil
 }
 
 // rowKey is a tenant and an id, as selected by the sweeps.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -357,9 +358,13 @@ func (s *SessionStore) Messages(ctx context.Context, tenantID, sessionID, userID
 	if !q.Since.IsZero() {
 		since = q.Since.UnixMicro()
 	}
+	before := int64(math.MaxInt64)
+	if q.BeforeSeq > 0 {
+		before = q.BeforeSeq
+	}
 	rows, err := tx.QueryContext(ctx, `SELECT seq, role, content, metadata, created_at FROM session_messages
-		WHERE tenant_id = ? AND session_id = ? AND seq > ? AND created_at > ?
-		ORDER BY seq DESC LIMIT ?`, tenantID, sessionID, q.AfterSeq, since, q.Limit)
+		WHERE tenant_id = ? AND session_id = ? AND seq > ? AND seq < ? AND created_at > ?
+		ORDER BY seq DESC LIMIT ?`, tenantID, sessionID, q.AfterSeq, before, since, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list messages of session %s: %w", sessionID, err)
 	}
@@ -432,21 +437,37 @@ func (s *SessionStore) Delete(ctx context.Context, tenantID, sessionID, userID s
 	return out, nil
 }
 
+// listColumns are what a list item needs: the record, not the state or summary.
+const listColumns = `session_id, user_id, app, revision, message_count, last_seq, ttl_ms,
+	created_at, last_activity_at, expires_at`
+
 // ListByUser implements session.Store.
-func (s *SessionStore) ListByUser(ctx context.Context, tenantID, userID string, limit int) ([]session.Session, error) {
-	rows, err := s.db.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
-		WHERE tenant_id = ? AND user_id = ? AND expires_at > ?
-		ORDER BY last_activity_at DESC, session_id LIMIT ?`, tenantID, userID, s.db.nowMicros(), limit)
+func (s *SessionStore) ListByUser(ctx context.Context, tenantID, userID string, q session.ListQuery) ([]session.Session, error) {
+	after := ""
+	args := []any{tenantID, userID, s.db.nowMicros()}
+	if q.AfterSessionID != "" {
+		after = ` AND (last_activity_at < ? OR (last_activity_at = ? AND session_id > ?))`
+		a := q.AfterActivity.UnixMicro()
+		args = append(args, a, a, q.AfterSessionID)
+	}
+	args = append(args, q.Limit)
+	rows, err := s.db.r.QueryContext(ctx, `SELECT `+listColumns+` FROM sessions
+		WHERE tenant_id = ? AND user_id = ? AND expires_at > ?`+after+`
+		ORDER BY last_activity_at DESC, session_id LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions of user: %w", err)
 	}
 	defer rows.Close()
 	var out []session.Session
 	for rows.Next() {
-		ss, err := scanSession(rows)
-		if err != nil {
+		ss := session.Session{TenantID: tenantID}
+		var ttlMS, created, act, expir int64
+		if err := rows.Scan(&ss.SessionID, &ss.UserID, &ss.App, &ss.Revision, &ss.MessageCount, &ss.LastSeq,
+			&ttlMS, &created, &act, &expir); err != nil {
 			return nil, fmt.Errorf("list sessions of user: %w", err)
 		}
+		ss.TTL = time.Duration(ttlMS) * time.Millisecond
+		ss.CreatedAt, ss.LastActivityAt, ss.ExpiresAt = fromMicros(created), fromMicros(act), fromMicros(expir)
 		out = append(out, ss)
 	}
 	if err := rows.Err(); err != nil {

@@ -83,9 +83,10 @@ func (db *DB) GetOperation(ctx context.Context, tenantID, operationID string) (t
 }
 
 // ListOperations returns a run's operations in creation order.
-func (db *DB) ListOperations(ctx context.Context, tenantID, runID string) ([]toolop.Operation, error) {
+func (db *DB) ListOperations(ctx context.Context, tenantID, runID string, p toolop.Page) ([]toolop.Operation, error) {
+	where, args := pageWhere("operation_id", tenantID, runID, p)
 	rows, err := db.r.QueryContext(ctx, `SELECT `+opColumns+` FROM tool_operations
-		WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, operation_id`, tenantID, runID)
+		WHERE tenant_id = ? AND run_id = ?`+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list operations: %w", err)
 	}
@@ -102,6 +103,23 @@ func (db *DB) ListOperations(ctx context.Context, tenantID, runID string) ([]too
 		return nil, fmt.Errorf("list operations: %w", err)
 	}
 	return out, nil
+}
+
+// pageWhere is the keyset condition, order and limit of a page of a run's
+// operations or approvals (id names the id column), with its arguments.
+func pageWhere(id, tenantID, runID string, p toolop.Page) (string, []any) {
+	args := []any{tenantID, runID}
+	where := ""
+	if p.AfterID != "" {
+		args = append(args, p.AfterCreatedAt.UnixMicro(), p.AfterID)
+		where = ` AND (created_at, ` + id + `) > (?, ?)`
+	}
+	where += ` ORDER BY created_at, ` + id
+	if p.Limit > 0 {
+		args = append(args, p.Limit)
+		where += ` LIMIT ?`
+	}
+	return where, args
 }
 
 // TransitionOperation changes the status if the current one is allowed.
@@ -202,9 +220,10 @@ func (db *DB) GetApproval(ctx context.Context, tenantID, approvalID string) (too
 }
 
 // ListApprovals returns a run's approvals in creation order.
-func (db *DB) ListApprovals(ctx context.Context, tenantID, runID string) ([]toolop.Approval, error) {
+func (db *DB) ListApprovals(ctx context.Context, tenantID, runID string, p toolop.Page) ([]toolop.Approval, error) {
+	where, args := pageWhere("approval_id", tenantID, runID, p)
 	rows, err := db.r.QueryContext(ctx, `SELECT `+approvalColumns+` FROM approvals
-		WHERE tenant_id = ? AND run_id = ? ORDER BY created_at, approval_id`, tenantID, runID)
+		WHERE tenant_id = ? AND run_id = ?`+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
 	}

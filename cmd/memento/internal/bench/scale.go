@@ -1,0 +1,581 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mementohq/memento/resume"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/postgres"
+	"github.com/mementohq/memento/store/sqlite"
+	"github.com/mementohq/memento/toolop"
+)
+
+// DefaultScaleSizes are the run counts `bench scale` loads by default.
+var DefaultScaleSizes = []int{10_000, 100_000, 1_000_000}
+
+// ScaleConfig configures RunScale. At least one of PostgresURL and DataDir.
+type ScaleConfig struct {
+	PostgresURL string
+	// DataDir holds the SQLite files, one per size, removed after.
+	DataDir string
+	Sizes   []int
+	// ActiveEvery: one run in ActiveEvery is active (half running, half
+	// suspended); 1000 is 0.1%.
+	ActiveEvery    int
+	Polls          int
+	RetainBatches  int
+	CommitDuration time.Duration
+	ResumeEvents   int
+	ResumeRounds   int
+	StorageSteps   int
+	StateBytes     int
+	Progress       io.Writer
+}
+
+func (c *ScaleConfig) fill() error {
+	if c.PostgresURL == "" && c.DataDir == "" {
+		return errors.New("a PostgreSQL URL or a data directory is required")
+	}
+	if len(c.Sizes) == 0 {
+		c.Sizes = DefaultScaleSizes
+	}
+	for _, n := range c.Sizes {
+		if n < 1000 {
+			return fmt.Errorf("size %d: at least 1000 runs", n)
+		}
+	}
+	def := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	def(&c.ActiveEvery, 1000)
+	def(&c.Polls, 20)
+	def(&c.RetainBatches, 5)
+	def(&c.ResumeEvents, 10_000)
+	def(&c.ResumeRounds, 3)
+	def(&c.StorageSteps, 1000)
+	def(&c.StateBytes, 100<<10)
+	if c.CommitDuration <= 0 {
+		c.CommitDuration = 3 * time.Second
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return nil
+}
+
+// ScaleRow is what one backend measured at one size.
+type ScaleRow struct {
+	Backend string `json:"backend"`
+	Runs    int    `json:"runs"`
+	Active  int    `json:"active"`
+	// PollMS is one whole recovery poll (every page) as the workflow engine
+	// makes it; PollPerActiveUS divides it by the active runs.
+	PollMS          float64 `json:"poll_ms"`
+	PollPerActiveUS float64 `json:"poll_per_active_us"`
+	PollReturned    int     `json:"poll_returned"`
+	// RetainBatchMS is one retention batch of RetainLimit finished runs.
+	RetainBatchMS float64 `json:"retain_batch_ms"`
+	CommitsPerSec float64 `json:"commits_per_s"`
+	// ResumeMS is resume verification of a suspended run with ResumeEvents events.
+	ResumeMS float64 `json:"resume_ms"`
+	// BytesPerEvent is the storage a 100 KB-state step costs (measured at the first size).
+	BytesPerEvent float64 `json:"bytes_per_event,omitempty"`
+	LoadSeconds   float64 `json:"load_s"`
+}
+
+// ScaleReport is the result of RunScale.
+type ScaleReport struct {
+	Sizes        []int      `json:"sizes"`
+	ActiveEvery  int        `json:"active_every"`
+	RetainLimit  int        `json:"retain_limit"`
+	ResumeEvents int        `json:"resume_events"`
+	StateBytes   int        `json:"state_bytes"`
+	StorageSteps int        `json:"storage_steps"`
+	Rows         []ScaleRow `json:"rows"`
+}
+
+// RetainLimit is the batch size run.Service's retention uses.
+const RetainLimit = 500
+
+const scaleTenant = "scale"
+
+// scaleDB is one size's scratch database of one backend.
+type scaleDB struct {
+	backend string
+	store   run.Store
+	ops     toolop.Store
+	load    func(ctx context.Context, n, activeEvery int) error
+	size    func(ctx context.Context) (int64, error)
+	close   func()
+}
+
+// RunScale loads each size into a scratch schema or file, measures, and
+// drops it.
+func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleReport, error) {
+	if err := cfg.fill(); err != nil {
+		return ScaleReport{}, fmt.Errorf("bench scale: %w", err)
+	}
+	rep := ScaleReport{Sizes: cfg.Sizes, ActiveEvery: cfg.ActiveEvery, RetainLimit: RetainLimit,
+		ResumeEvents: cfg.ResumeEvents, StateBytes: cfg.StateBytes, StorageSteps: cfg.StorageSteps}
+	var backends []func(context.Context) (*scaleDB, error)
+	if cfg.PostgresURL != "" {
+		backends = append(backends, func(ctx context.Context) (*scaleDB, error) { return openScalePostgres(ctx, cfg.PostgresURL) })
+	}
+	if cfg.DataDir != "" {
+		backends = append(backends, func(ctx context.Context) (*scaleDB, error) { return openScaleSQLite(ctx, cfg.DataDir) })
+	}
+	for _, open := range backends {
+		for i, n := range cfg.Sizes {
+			row, err := scaleOne(ctx, cfg, open, n, i == 0)
+			if err != nil {
+				return rep, fmt.Errorf("bench scale at %d runs: %w", n, err)
+			}
+			rep.Rows = append(rep.Rows, row)
+		}
+	}
+	return rep, nil
+}
+
+func scaleOne(ctx context.Context, cfg ScaleConfig, open func(context.Context) (*scaleDB, error), n int, storage bool) (ScaleRow, error) {
+	db, err := open(ctx)
+	if err != nil {
+		return ScaleRow{}, err
+	}
+	defer db.close()
+	row := ScaleRow{Backend: db.backend, Runs: n, Active: n / cfg.ActiveEvery}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(cfg.Progress, "scale %s %d: "+format+"\n", append([]any{db.backend, n}, args...)...)
+	}
+	t0 := time.Now()
+	if err := db.load(ctx, n, cfg.ActiveEvery); err != nil {
+		return row, fmt.Errorf("load: %w", err)
+	}
+	row.LoadSeconds = time.Since(t0).Seconds()
+	logf("loaded in %.1fs", row.LoadSeconds)
+	runs := run.NewService(db.store, run.Options{})
+	ops := toolop.NewService(db.ops, nil)
+
+	// Recovery poll: every page, as workflow.Engine.Serve makes it.
+	var polls []float64
+	for i := 0; i < cfg.Polls; i++ {
+		t := time.Now()
+		got, err := pollAll(ctx, db.store, ops.Now())
+		if err != nil {
+			return row, fmt.Errorf("poll: %w", err)
+		}
+		polls = append(polls, float64(time.Since(t).Microseconds())/1000)
+		row.PollReturned = got
+	}
+	row.PollMS = Median(polls)
+	if row.Active > 0 {
+		row.PollPerActiveUS = row.PollMS * 1000 / float64(row.Active)
+	}
+	logf("poll %.3f ms (%d returned)", row.PollMS, row.PollReturned)
+
+	// Commits per second at c=1 on fresh runs with their leases held.
+	lrs, err := newRuns(ctx, runs, "commit", 1)
+	if err != nil {
+		return row, fmt.Errorf("commit runs: %w", err)
+	}
+	// The median of five slices: load from elsewhere on the machine comes
+	// and goes, and a slice it hit does not decide the figure.
+	steppers := []stepper{engineStepper(runs, &lrs[0])}
+	var rates []float64
+	for i := 0; i < 5; i++ {
+		count, el, err := measure(ctx, steppers, cfg.CommitDuration/5)
+		if err != nil {
+			return row, fmt.Errorf("commits: %w", err)
+		}
+		rates = append(rates, float64(count)/el.Seconds())
+	}
+	row.CommitsPerSec = Median(rates)
+	logf("%.0f commits/s", row.CommitsPerSec)
+
+	// Resume of a run with ResumeEvents events.
+	if row.ResumeMS, err = measureResume(ctx, runs, ops, cfg.ResumeEvents, cfg.ResumeRounds); err != nil {
+		return row, fmt.Errorf("resume: %w", err)
+	}
+	logf("resume of %d events %.1f ms", cfg.ResumeEvents, row.ResumeMS)
+
+	// Retention after the rest, which it deletes from; storage last, as its
+	// 100 MB of writes would weigh on whatever came after it.
+	var batches []float64
+	cutoff := time.Now().Add(-time.Hour)
+	for i := 0; i < cfg.RetainBatches; i++ {
+		t := time.Now()
+		k, err := db.store.DeleteTerminalBefore(ctx, cutoff, RetainLimit)
+		if err != nil {
+			return row, fmt.Errorf("retention: %w", err)
+		}
+		if k != RetainLimit {
+			return row, fmt.Errorf("retention batch deleted %d runs, want %d", k, RetainLimit)
+		}
+		batches = append(batches, float64(time.Since(t).Microseconds())/1000)
+	}
+	row.RetainBatchMS = Median(batches)
+	logf("retention batch %.2f ms", row.RetainBatchMS)
+	if storage {
+		if row.BytesPerEvent, err = measureStorage(ctx, db, runs, cfg.StorageSteps, cfg.StateBytes); err != nil {
+			return row, fmt.Errorf("storage: %w", err)
+		}
+		logf("%.0f bytes per event", row.BytesPerEvent)
+	}
+	return row, nil
+}
+
+func pollAll(ctx context.Context, st run.Store, now time.Time) (int, error) {
+	q := run.RecoveryQuery{Now: now, ControlKey: toolop.ControlKey, Limit: run.MaxListLimit}
+	total := 0
+	for {
+		page, err := st.ListRecoverable(ctx, scaleTenant, q)
+		if err != nil {
+			return total, err
+		}
+		total += len(page)
+		if len(page) < q.Limit {
+			return total, nil
+		}
+		q.AfterRunID = page[len(page)-1].RunID
+	}
+}
+
+// engineStepper commits small steps to one leased run through the service.
+func engineStepper(svc *run.Service, lr *leasedRun) stepper {
+	var i int64
+	return func(ctx context.Context) error {
+		i++
+		state, payload, stepID, next := stepInput(i)
+		r, _, err := svc.Commit(ctx, Tenant, lr.id, run.CommitRequest{
+			ExpectedRevision: lr.rev, Lease: lr.lease, State: state, NextStep: next,
+			Event: run.EventInput{EventType: "step.completed", StepID: stepID, Payload: payload},
+		})
+		if err != nil {
+			return err
+		}
+		lr.rev = r.StateRevision
+		return nil
+	}
+}
+
+// measureResume builds a run of events commits (through the service, so
+// that the history is what the store writes) and times resume verification
+// of it, suspended, rounds times; the median is returned.
+func measureResume(ctx context.Context, runs *run.Service, ops *toolop.Service, events, rounds int) (float64, error) {
+	lrs, err := newRuns(ctx, runs, "resume", 1)
+	if err != nil {
+		return 0, err
+	}
+	lr := &lrs[0]
+	step := engineStepper(runs, lr)
+	for lr.rev < int64(events)-1 {
+		if err := step(ctx); err != nil {
+			return 0, err
+		}
+	}
+	v := &resume.Verifier{Runs: runs, Ops: ops, Workflows: func(string, string) (bool, error) { return true, nil }}
+	var ms []float64
+	for i := 0; i < rounds; i++ {
+		r, _, err := runs.Commit(ctx, Tenant, lr.id, run.CommitRequest{ExpectedRevision: lr.rev, Lease: lr.lease,
+			State: json.RawMessage(`{"i":0}`), NextStep: "step-1", Status: run.StatusSuspended,
+			Event: run.EventInput{EventType: "step.suspended"}})
+		if err != nil {
+			return 0, fmt.Errorf("suspend: %w", err)
+		}
+		if err := runs.ReleaseLease(ctx, Tenant, lr.id, lr.lease); err != nil {
+			return 0, err
+		}
+		t := time.Now()
+		res, err := v.Resume(ctx, resume.Request{TenantID: Tenant, RunID: lr.id, Owner: "resumer", LeaseTTL: leaseTTL})
+		if err != nil {
+			return 0, fmt.Errorf("resume at %d events: %w (%s)", r.StateRevision, err, res.Reason)
+		}
+		ms = append(ms, float64(time.Since(t).Microseconds())/1000)
+		lr.rev, lr.lease = res.Run.StateRevision, res.Lease
+	}
+	return Median(ms), nil
+}
+
+// measureStorage commits steps steps of a state of stateBytes, each step
+// changing a small part of it (a counter and one of 100 items), and
+// returns the storage growth per event. On PostgreSQL the runs table is
+// left out: it holds one current state per run, and its growth here is
+// MVCC garbage of the updated row that vacuum reclaims, not history.
+func measureStorage(ctx context.Context, db *scaleDB, runs *run.Service, steps, stateBytes int) (float64, error) {
+	lrs, err := newRuns(ctx, runs, "storage", 1)
+	if err != nil {
+		return 0, err
+	}
+	lr := &lrs[0]
+	items := make([]string, 100)
+	for i := range items {
+		b := make([]byte, stateBytes/100*3/4)
+		_, _ = rand.Read(b)
+		items[i] = base64.StdEncoding.EncodeToString(b) // random: compresses no better than real text would
+	}
+	before, err := db.size(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < steps; i++ {
+		b := make([]byte, 24)
+		_, _ = rand.Read(b)
+		items[i%len(items)] = base64.StdEncoding.EncodeToString(b) + items[i%len(items)][32:]
+		state, err := json.Marshal(map[string]any{"step": i, "items": items})
+		if err != nil {
+			return 0, err
+		}
+		r, _, err := runs.Commit(ctx, Tenant, lr.id, run.CommitRequest{ExpectedRevision: lr.rev, Lease: lr.lease,
+			State: state, NextStep: "step", Event: run.EventInput{EventType: "step.completed", StepID: "step"}})
+		if err != nil {
+			return 0, err
+		}
+		lr.rev = r.StateRevision
+	}
+	after, err := db.size(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before) / float64(steps), nil
+}
+
+// scalePGLoad fills runs and run_events with generate_series: one run in
+// every activeEvery is active (alternately running with a free lease and
+// suspended with nothing to wake it); the rest completed, finished over
+// the last 30 days, each with two events.
+const scalePGLoad = `
+INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
+	status, status_reason, next_step, state, state_revision, created_at, updated_at, finished_at)
+SELECT 'scale', 'run-' || lpad(g::text, 8, '0'), 'scale-wf', '1', 1,
+	s.status, '', 'step-2', '{"order":12345,"note":"a small state of a finished run","_memento":{"budget":{},"spent":{"steps":1,"tokens":0,"cost_micros":0,"wall_ms":3}}}'::jsonb,
+	2, t.at, t.at + interval '1 minute', CASE WHEN s.status = 'completed' THEN t.at + interval '1 minute' END
+FROM generate_series(1, $1::int) g,
+	LATERAL (SELECT CASE WHEN g % $2::int = 0 THEN CASE WHEN (g / $2::int) % 2 = 0 THEN 'running' ELSE 'suspended' END
+		ELSE 'completed' END AS status) s,
+	LATERAL (SELECT now() - interval '31 days' + (g::float8 / $1::int) * interval '30 days' AS at) t;
+`
+
+const scalePGEvents = `
+INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
+	state, next_step, status, state_schema_version, created_at)
+SELECT r.tenant_id, r.run_id, e.seq, CASE e.seq WHEN 1 THEN 'run.created' ELSE 'step.completed' END,
+	CASE e.seq WHEN 1 THEN '' ELSE 'step-1' END, 0, '{}'::jsonb, r.state, r.next_step,
+	CASE e.seq WHEN 1 THEN 'running' ELSE r.status END, 1, r.created_at
+FROM runs r, generate_series(1, 2) AS e(seq)
+WHERE r.tenant_id = 'scale'`
+
+func openScalePostgres(ctx context.Context, rawURL string) (*scaleDB, error) {
+	admin, err := pgx.Connect(ctx, rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", redactURL(rawURL), err)
+	}
+	schema := "memento_scale_" + randHex(6)
+	drop := func() {
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, _ = admin.Exec(c, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		_ = admin.Close(c)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		drop()
+		return nil, fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	u, err := withParam(rawURL, "search_path", schema)
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	db, err := postgres.Open(ctx, u)
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	pool := db.Pool()
+	return &scaleDB{
+		backend: "postgres", store: db, ops: db,
+		load: func(ctx context.Context, n, every int) error {
+			if _, err := pool.Exec(ctx, scalePGLoad, n, every); err != nil {
+				return err
+			}
+			if _, err := pool.Exec(ctx, scalePGEvents); err != nil {
+				return err
+			}
+			// The loaded suspended runs wait for nothing that happened: drop
+			// the wake-up their insert wrote, as a first poll would.
+			if _, err := pool.Exec(ctx, "DELETE FROM run_wakeups"); err != nil {
+				return err
+			}
+			for _, t := range []string{"runs", "run_events"} {
+				if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
+					return err
+				}
+			}
+			// Let the load's checkpoint happen now rather than during the
+			// measurements (it needs the pg_checkpoint role: best effort).
+			_, _ = pool.Exec(ctx, "CHECKPOINT")
+			return nil
+		},
+		size: func(ctx context.Context) (int64, error) {
+			var n int64
+			err := pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+				FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+				WHERE ns.nspname = current_schema() AND c.relkind = 'r' AND c.relname <> 'runs'`).Scan(&n)
+			return n, err
+		},
+		close: func() { db.Close(); drop() },
+	}, nil
+}
+
+func openScaleSQLite(ctx context.Context, dir string) (*scaleDB, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "memento-scale-"+randHex(6)+".db")
+	remove := func() {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(path + suffix)
+		}
+	}
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		remove()
+		return nil, err
+	}
+	w := db.SQL()
+	return &scaleDB{
+		backend: "sqlite", store: db, ops: db,
+		load: func(ctx context.Context, n, every int) error {
+			if err := loadSQLite(ctx, w, n, every); err != nil {
+				return err
+			}
+			// Fold the load into the file now rather than during the measurements.
+			_, err := w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+			return err
+		},
+		size: func(ctx context.Context) (int64, error) {
+			var pages, free, size int64
+			if err := w.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+				return 0, err
+			}
+			if err := w.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil {
+				return 0, err
+			}
+			if err := w.QueryRowContext(ctx, "PRAGMA page_size").Scan(&size); err != nil {
+				return 0, err
+			}
+			return (pages - free) * size, nil
+		},
+		close: func() { _ = db.Close(); remove() },
+	}, nil
+}
+
+// loadSQLite inserts what scalePGLoad does in one transaction with
+// prepared statements.
+func loadSQLite(ctx context.Context, w *sql.DB, n, every int) error {
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	insRun, err := tx.PrepareContext(ctx, `INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version,
+		state_schema_version, status, status_reason, next_step, state, state_revision, created_at, updated_at, finished_at)
+		VALUES ('scale', ?, 'scale-wf', '1', 1, ?, '', 'step-2', ?, 2, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	insEv, err := tx.PrepareContext(ctx, `INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id,
+		attempt, payload, state, next_step, status, state_schema_version, created_at)
+		VALUES ('scale', ?, ?, ?, ?, 0, '{}', ?, 'step-2', ?, 1, ?)`)
+	if err != nil {
+		return err
+	}
+	const state = `{"order":12345,"note":"a small state of a finished run","_memento":{"budget":{},"spent":{"steps":1,"tokens":0,"cost_micros":0,"wall_ms":3}}}`
+	start := time.Now().Add(-31 * 24 * time.Hour).UnixMicro()
+	span := (30 * 24 * time.Hour).Microseconds()
+	for g := 1; g <= n; g++ {
+		status := "completed"
+		if g%every == 0 {
+			status = "suspended"
+			if (g/every)%2 == 0 {
+				status = "running"
+			}
+		}
+		at := start + int64(float64(g)/float64(n)*float64(span))
+		upd := at + time.Minute.Microseconds()
+		var fin any
+		if status == "completed" {
+			fin = upd
+		}
+		id := fmt.Sprintf("run-%08d", g)
+		if _, err := insRun.ExecContext(ctx, id, status, state, at, upd, fin); err != nil {
+			return err
+		}
+		if _, err := insEv.ExecContext(ctx, id, 1, "run.created", "", state, "running", at); err != nil {
+			return err
+		}
+		if _, err := insEv.ExecContext(ctx, id, 2, "step.completed", "step-1", state, status, upd); err != nil {
+			return err
+		}
+	}
+	// As on PostgreSQL: the loaded suspended runs were woken by nothing.
+	if _, err := tx.ExecContext(ctx, "DELETE FROM run_wakeups"); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r ScaleReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes one line per backend and size, each figure beside its
+// ratio to the backend's first size.
+func (r ScaleReport) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "runs loaded per size, 1 in %d active (half running with a free lease, half suspended); retention batch %d runs;\nresume of a run with %d events; storage of %d steps of a %d-byte state\n\n",
+		r.ActiveEvery, r.RetainLimit, r.ResumeEvents, r.StorageSteps, r.StateBytes)
+	fmt.Fprintf(w, "%-8s %9s %6s | %9s %6s %11s %6s | %10s %6s | %9s %6s | %9s %6s\n",
+		"backend", "runs", "active", "poll ms", "x", "us/active", "x", "retain ms", "x", "commit/s", "x", "resume ms", "x")
+	base := map[string]ScaleRow{}
+	for _, row := range r.Rows {
+		b, ok := base[row.Backend]
+		if !ok {
+			base[row.Backend], b = row, row
+		}
+		ratio := func(v, b float64) string {
+			if b == 0 {
+				return "-"
+			}
+			return strconv.FormatFloat(v/b, 'f', 2, 64)
+		}
+		fmt.Fprintf(w, "%-8s %9d %6d | %9.3f %6s %11.2f %6s | %10.2f %6s | %9.0f %6s | %9.1f %6s\n",
+			row.Backend, row.Runs, row.Active, row.PollMS, ratio(row.PollMS, b.PollMS),
+			row.PollPerActiveUS, ratio(row.PollPerActiveUS, b.PollPerActiveUS),
+			row.RetainBatchMS, ratio(row.RetainBatchMS, b.RetainBatchMS),
+			row.CommitsPerSec, ratio(row.CommitsPerSec, b.CommitsPerSec),
+			row.ResumeMS, ratio(row.ResumeMS, b.ResumeMS))
+	}
+	fmt.Fprintln(w)
+	for _, row := range r.Rows {
+		if row.BytesPerEvent > 0 {
+			fmt.Fprintf(w, "%s: %.0f bytes per event for a %d-byte state; a full copy per event is %d bytes (%.1fx below it)\n",
+				row.Backend, row.BytesPerEvent, r.StateBytes, r.StateBytes, float64(r.StateBytes)/row.BytesPerEvent)
+		}
+	}
+}

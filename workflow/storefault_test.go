@@ -1,0 +1,258 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/faultstore"
+	"github.com/mementohq/memento/store/memstore"
+	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow"
+)
+
+// faultEnv is the in-memory twin behind the injector's rules.
+func faultEnv(in *faultstore.Injector) env {
+	s := memstore.New()
+	return env{runs: run.NewService(in.Runs(s), run.Options{}), ops: toolop.NewService(in.Ops(s), nil)}
+}
+
+// stepCommit matches the commit of a completed step.
+func stepCommit(step string) func(faultstore.Call) bool {
+	return func(c faultstore.Call) bool {
+		sc := c.Args[2].(run.StoreCommit)
+		return sc.Event.EventType == workflow.EventStepCompleted && sc.Event.StepID == step
+	}
+}
+
+// payThenNote pays, then notes; it counts how often each step body ran.
+func payThenNote(p *provider, paid, noted *atomic.Int32, pause func(ctx context.Context) error) workflow.Workflow {
+	return workflow.Workflow{Name: "pn", Version: "1", Steps: []workflow.Step{
+		{Name: "pay", Run: func(ctx context.Context, sc *workflow.StepContext) error {
+			paid.Add(1)
+			op, err := sc.Call(ctx, payCall(p, 10, ""))
+			if err != nil {
+				return err
+			}
+			if pause != nil {
+				if err := pause(ctx); err != nil {
+					return err
+				}
+			}
+			return sc.Set("ref", op.ExternalRef)
+		}},
+		{Name: "note", Run: func(ctx context.Context, sc *workflow.StepContext) error {
+			noted.Add(1)
+			return sc.Set("noted", true)
+		}},
+	}}
+}
+
+func finished(t *testing.T, e env, p *provider, r run.Run, runID string) {
+	t.Helper()
+	if r.Status != run.StatusCompleted || !strings.Contains(string(r.State), `"ref":"ref-`) || !strings.Contains(string(r.State), `"noted":true`) {
+		t.Fatalf("run ended %s %q with state %s", r.Status, r.StatusReason, r.State)
+	}
+	if c := stepCounts(t, e, runID); c["pay"] != 1 || c["note"] != 1 {
+		t.Fatalf("steps committed: %v, want each once", c)
+	}
+	if sends, applied := p.counts(); sends != 1 || applied != 1 {
+		t.Fatalf("%d sends, %d applied; want the payment sent once", sends, applied)
+	}
+}
+
+// The pay step's commit is applied but the worker sees an error: the next
+// drive continues after it; the step body is not run again and the payment
+// is not sent twice.
+func TestLostStepCommitNotRedone(t *testing.T) {
+	in := faultstore.New(1, faultstore.Rule{Method: "Commit", If: stepCommit("pay"), Action: faultstore.Lose, Times: 1})
+	e, p := faultEnv(in), newProvider()
+	var paid, noted atomic.Int32
+	eng := newEngine(t, e, p, workflow.Options{Owner: "w1"}, payThenNote(p, &paid, &noted, nil))
+	ctx := context.Background()
+	if _, _, err := eng.Start(ctx, "pn", "run-lc", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Drive(ctx, "run-lc"); !errors.Is(err, faultstore.ErrInjected) {
+		t.Fatalf("first drive: %v, want the lost commit's error", err)
+	}
+	if in.Applied("Commit") != 1 {
+		t.Fatalf("the step commit was not applied underneath")
+	}
+	r, err := newEngine(t, e, p, workflow.Options{Owner: "w2"}, payThenNote(p, &paid, &noted, nil)).Drive(ctx, "run-lc")
+	if err != nil {
+		t.Fatalf("second drive: %v", err)
+	}
+	finished(t, e, p, r, "run-lc")
+	if paid.Load() != 1 || noted.Load() != 1 {
+		t.Fatalf("pay body ran %d times, note %d; a committed step must not run again", paid.Load(), noted.Load())
+	}
+}
+
+// The ledger write between started and succeeded fails after the payment
+// went out: the step fails, and the retry reconciles the operation through
+// the provider's lookup instead of paying again.
+func TestLedgerWriteFailsAfterSend(t *testing.T) {
+	in := faultstore.New(1, faultstore.Rule{Method: "TransitionOperation", Action: faultstore.Fail, Times: 1,
+		If: func(c faultstore.Call) bool { return c.Args[2].(toolop.Transition).To == toolop.StatusSucceeded }})
+	e, p := faultEnv(in), newProvider()
+	var paid, noted atomic.Int32
+	eng := newEngine(t, e, p, workflow.Options{}, payThenNote(p, &paid, &noted, nil))
+	ctx := context.Background()
+	if _, _, err := eng.Start(ctx, "pn", "run-lw", nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := eng.Drive(ctx, "run-lw")
+	if err != nil {
+		t.Fatalf("drive: %v", err)
+	}
+	if in.Fired("TransitionOperation") != 1 {
+		t.Fatalf("the ledger fault never fired")
+	}
+	finished(t, e, p, r, "run-lw")
+	op, _ := e.ops.Get(ctx, "default", toolop.OperationID("run-lw", "pay"))
+	if op.Status != toolop.StatusSucceeded || op.Resolution != "reconciled: applied" || op.Attempts != 1 {
+		t.Fatalf("operation %+v; want succeeded by reconciliation after one send", op)
+	}
+}
+
+// The same, but the ledger write is applied and only its answer lost: the
+// retry finds the operation succeeded and does not send again.
+func TestLedgerAnswerLostAfterSend(t *testing.T) {
+	in := faultstore.New(1, faultstore.Rule{Method: "TransitionOperation", Action: faultstore.Lose, Times: 1,
+		If: func(c faultstore.Call) bool { return c.Args[2].(toolop.Transition).To == toolop.StatusSucceeded }})
+	e, p := faultEnv(in), newProvider()
+	var paid, noted atomic.Int32
+	eng := newEngine(t, e, p, workflow.Options{}, payThenNote(p, &paid, &noted, nil))
+	ctx := context.Background()
+	if _, _, err := eng.Start(ctx, "pn", "run-la", nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := eng.Drive(ctx, "run-la")
+	if err != nil {
+		t.Fatalf("drive: %v", err)
+	}
+	if in.Applied("TransitionOperation") != 1 {
+		t.Fatalf("the lost ledger write was not applied underneath")
+	}
+	finished(t, e, p, r, "run-la")
+	if op, _ := e.ops.Get(ctx, "default", toolop.OperationID("run-la", "pay")); op.Status != toolop.StatusSucceeded || op.Attempts != 1 {
+		t.Fatalf("operation %+v; want succeeded after one send", op)
+	}
+}
+
+// A lease renewal fails while the pay step is still running after its send:
+// the worker stops without committing, and the next worker finishes the run
+// from the ledger, without a second payment.
+func TestLeaseRenewalFails(t *testing.T) {
+	in := faultstore.New(1, faultstore.Rule{Method: "AcquireLease", Action: faultstore.Fail, Times: 1,
+		If: func(c faultstore.Call) bool { return c.Args[3].(int64) > 0 }}) // a renewal names its epoch
+	e, p := faultEnv(in), newProvider()
+	var paid, noted atomic.Int32
+	var first atomic.Bool
+	first.Store(true)
+	pause := func(ctx context.Context) error {
+		if !first.Swap(false) {
+			return nil
+		}
+		select { // outlive a heartbeat; the failed renewal ends ctx
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Second):
+			return errors.New("the failed renewal did not stop the step")
+		}
+	}
+	ttl := 300 * time.Millisecond
+	eng := newEngine(t, e, p, workflow.Options{Owner: "w1", LeaseTTL: ttl}, payThenNote(p, &paid, &noted, pause))
+	ctx := context.Background()
+	if _, _, err := eng.Start(ctx, "pn", "run-lr", nil); err != nil {
+		t.Fatal(err)
+	}
+	r0, _ := e.runs.Get(ctx, "default", "run-lr")
+	if _, err := eng.Drive(ctx, "run-lr"); !errors.Is(err, faultstore.ErrInjected) || !strings.Contains(err.Error(), "renew lease") {
+		t.Fatalf("first drive: %v, want the failed renewal", err)
+	}
+	if cur, _ := e.runs.Get(ctx, "default", "run-lr"); cur.StateRevision != r0.StateRevision {
+		t.Fatalf("a worker that lost its lease committed: revision %d, was %d", cur.StateRevision, r0.StateRevision)
+	}
+	r, err := newEngine(t, e, p, workflow.Options{Owner: "w2", LeaseTTL: ttl}, payThenNote(p, &paid, &noted, pause)).Drive(ctx, "run-lr")
+	if err != nil {
+		t.Fatalf("second drive: %v", err)
+	}
+	finished(t, e, p, r, "run-lr")
+	if paid.Load() != 2 {
+		t.Fatalf("pay body ran %d times, want twice (the uncommitted attempt is redone)", paid.Load())
+	}
+}
+
+// Store latency on every call, under a lease short enough to feel it, and
+// random failures before calls: every run still ends completed, each step
+// committed once, each payment sent once.
+func TestSlowAndFlakyStore(t *testing.T) {
+	in := faultstore.New(42,
+		faultstore.Rule{Action: faultstore.Delay, Delay: 2 * time.Millisecond, Probability: 0.5},
+		faultstore.Rule{Method: "Commit", Action: faultstore.Fail, Probability: 0.2},
+		faultstore.Rule{Method: "GetRun", Action: faultstore.Fail, Probability: 0.1},
+	)
+	e := faultEnv(in)
+	ctx := context.Background()
+	for i := range 5 {
+		p := newProvider()
+		var paid, noted atomic.Int32
+		eng := newEngine(t, e, p, workflow.Options{}, payThenNote(p, &paid, &noted, nil))
+		id := "run-f" + string(rune('0'+i))
+		for {
+			if _, _, err := eng.Start(ctx, "pn", id, nil); err == nil {
+				break
+			}
+		}
+		var r run.Run
+		for attempt := 0; ; attempt++ {
+			var err error
+			if r, err = eng.Drive(ctx, id); err == nil && r.Status.Terminal() {
+				break
+			}
+			if err != nil && !errors.Is(err, faultstore.ErrInjected) && !run.IsConflict(err) {
+				t.Fatalf("drive %s: %v", id, err)
+			}
+			if attempt > 200 {
+				t.Fatalf("run %s did not finish: %v", id, err)
+			}
+		}
+		finished(t, e, p, r, id)
+	}
+	if in.Fired("Commit") == 0 {
+		t.Fatal("no commit failed: the test tested nothing")
+	}
+}
+
+// The ledger's move to started is applied but its answer lost, so nothing
+// was sent: the retry finds the operation in doubt, the lookup says not
+// applied, and it is sent once, with the same key.
+func TestLedgerStartAnswerLost(t *testing.T) {
+	in := faultstore.New(1, faultstore.Rule{Method: "TransitionOperation", Action: faultstore.Lose, Times: 1,
+		If: func(c faultstore.Call) bool { return c.Args[2].(toolop.Transition).To == toolop.StatusStarted }})
+	e, p := faultEnv(in), newProvider()
+	var paid, noted atomic.Int32
+	eng := newEngine(t, e, p, workflow.Options{}, payThenNote(p, &paid, &noted, nil))
+	ctx := context.Background()
+	if _, _, err := eng.Start(ctx, "pn", "run-ls", nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := eng.Drive(ctx, "run-ls")
+	if err != nil {
+		t.Fatalf("drive: %v", err)
+	}
+	if in.Applied("TransitionOperation") != 1 {
+		t.Fatalf("the lost start was not applied underneath")
+	}
+	finished(t, e, p, r, "run-ls")
+	op, _ := e.ops.Get(ctx, "default", toolop.OperationID("run-ls", "pay"))
+	if op.Status != toolop.StatusSucceeded || !strings.Contains(op.Resolution, "not applied") {
+		t.Fatalf("operation %+v; want succeeded after being reconciled as not applied", op)
+	}
+}
