@@ -305,6 +305,10 @@ func (db *DB) mustExist(ctx context.Context, tenantID, runID string) error {
 const eventCols = `seq, event_type, step_id, attempt, payload, created_at, next_step, status,
 	state_schema_version, coalesce(delta, state), delta IS NULL, chain`
 
+// rebuildCols is eventCols for the rows a state is rebuilt from: only the
+// last row (seq $4) brings its payload, the others (deltas) their change.
+var rebuildCols = strings.Replace(eventCols, "payload,", "CASE WHEN seq = $4 THEN payload END,", 1)
+
 func scanEvent(row pgx.Row) (run.Event, error) {
 	var (
 		ev              run.Event
@@ -362,7 +366,7 @@ func getEvent(ctx context.Context, q interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }, tenantID, runID string, seq int64) (run.Event, bool, error) {
 	rows, err := q.Query(ctx, `
-		SELECT `+eventCols+`
+		SELECT `+rebuildCols+`
 		FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq BETWEEN $3 AND $4
 		ORDER BY seq`, tenantID, runID, snapshotBase(seq), seq)
 	if err != nil {
