@@ -128,6 +128,8 @@ type StoreCommit struct {
 	Spend map[string]int64
 	// VerifiedSeq, when non-zero, records that the chain was verified through that seq.
 	VerifiedSeq int64
+	// Schema is the registered schema the state was validated against (zero: none).
+	Schema SchemaCheck
 }
 
 // CreateRequest describes a new run.
