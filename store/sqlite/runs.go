@@ -162,7 +162,7 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 		"state_schema_version": r.StateSchemaVersion,
 	})
 	if err != nil {
-		return run.Run{}, false, fmt.Errorf("sqlite create run: %w", err)
+		return run.Run{}, false, err
 	}
 	var existing run.Run
 	created := false
@@ -200,7 +200,7 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 		return insertEvent(ctx, tx, r.TenantID, r.RunID, "", &ev)
 	})
 	if err != nil {
-		return run.Run{}, false, fmt.Errorf("sqlite create run: %w", err)
+		return run.Run{}, false, err
 	}
 	if !created {
 		return existing, false, nil
@@ -212,7 +212,7 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 func (db *DB) GetRun(ctx context.Context, tenantID, runID string) (run.Run, error) {
 	r, err := getRun(ctx, db.r, tenantID, runID)
 	if err != nil {
-		return run.Run{}, fmt.Errorf("sqlite get run: %w", err)
+		return run.Run{}, err
 	}
 	return r, nil
 }
@@ -243,19 +243,19 @@ func (db *DB) ListRuns(ctx context.Context, tenantID string, f run.ListFilter) (
 	rows, err := db.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY created_at, run_id LIMIT ?`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite list runs: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	out := []run.Run{}
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite list runs: %w", err)
+			return nil, err
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite list runs: %w", err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -269,24 +269,24 @@ func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq i
 		FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
 		tenantID, runID, afterSeq, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite list events: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	out := []run.Event{}
 	for rows.Next() {
 		ev, err := scanEvent(rows)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite list events: %w", err)
+			return nil, err
 		}
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite list events: %w", err)
+		return nil, err
 	}
 	if len(out) == 0 {
 		// Every event row has its run, so only an empty page needs this check.
 		if err := runExists(ctx, db.r, tenantID, runID); err != nil {
-			return nil, fmt.Errorf("sqlite list events: %w", err)
+			return nil, err
 		}
 	}
 	return out, nil
@@ -378,7 +378,7 @@ func getEvent(ctx context.Context, q querier, tenantID, runID string, seq int64)
 func (db *DB) GetEvent(ctx context.Context, tenantID, runID string, seq int64) (run.Event, error) {
 	ev, err := getEvent(ctx, db.r, tenantID, runID, seq)
 	if err != nil {
-		return run.Event{}, fmt.Errorf("sqlite get event %d: %w", seq, err)
+		return run.Event{}, fmt.Errorf("event %d: %w", seq, err)
 	}
 	return ev, nil
 }
@@ -421,7 +421,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 		return nil
 	})
 	if err != nil {
-		return run.Lease{}, fmt.Errorf("sqlite acquire lease: %w", err)
+		return run.Lease{}, err
 	}
 	return l, nil
 }
@@ -444,7 +444,7 @@ func (db *DB) ReleaseLease(ctx context.Context, tenantID, runID, owner string, e
 		return run.ErrLeaseLost
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite release lease: %w", err)
+		return err
 	}
 	return nil
 }
@@ -531,7 +531,7 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		return nil
 	})
 	if err != nil {
-		return run.Run{}, run.Event{}, fmt.Errorf("sqlite commit: %w", err)
+		return run.Run{}, run.Event{}, err
 	}
 	return out, ev, nil
 }
@@ -565,7 +565,7 @@ func (db *DB) CreateCheckpoint(ctx context.Context, tenantID, runID, label strin
 		return nil
 	})
 	if err != nil {
-		return run.Checkpoint{}, fmt.Errorf("sqlite create checkpoint: %w", err)
+		return run.Checkpoint{}, err
 	}
 	return cp, nil
 }
@@ -579,7 +579,7 @@ func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string, after
 		WHERE tenant_id = ? AND run_id = ? AND (revision, label) > (?, ?)
 		ORDER BY revision, label LIMIT ?`, tenantID, runID, afterRevision, afterLabel, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	out := []run.Checkpoint{}
@@ -589,17 +589,17 @@ func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string, after
 			created int64
 		)
 		if err := rows.Scan(&cp.Label, &cp.Revision, &created); err != nil {
-			return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
+			return nil, err
 		}
 		cp.CreatedAt = fromMicros(created)
 		out = append(out, cp)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
+		return nil, err
 	}
 	if len(out) == 0 {
 		if err := runExists(ctx, db.r, tenantID, runID); err != nil {
-			return nil, fmt.Errorf("sqlite list checkpoints: %w", err)
+			return nil, err
 		}
 	}
 	return out, nil
@@ -618,7 +618,7 @@ func (db *DB) GetCheckpoint(ctx context.Context, tenantID, runID, label string) 
 		}
 	}
 	if err != nil {
-		return run.Checkpoint{}, fmt.Errorf("sqlite get checkpoint: %w", err)
+		return run.Checkpoint{}, err
 	}
 	cp.CreatedAt = fromMicros(created)
 	return cp, nil
@@ -679,7 +679,7 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 		return nil
 	})
 	if err != nil {
-		return run.Run{}, fmt.Errorf("sqlite fork: %w", err)
+		return run.Run{}, err
 	}
 	return out, nil
 }
