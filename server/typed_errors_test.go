@@ -91,3 +91,57 @@ func TestSessionErrorDetailsSayThingsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorDetailsNameNoBackend: the problems a client meets most (a lost
+// race, a stale lease, unknown runs, checkpoints and revisions, a finished
+// run) never name the store behind the API (before: "sqlite commit: ...")
+// and never say the same context twice.
+func TestErrorDetailsNameNoBackend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, envOptions{cfg: memento.Config{}})
+		_, l := e.leasedRun(t, "d1")
+		stale := l
+		stale.Epoch++
+		cases := []struct {
+			method, path string
+			body         any
+			status       int
+			kind         string
+		}{
+			{"POST", "/v1/runs/d1/commit", commitReq(7, l, "a", `{}`), 409, "revision-conflict"},
+			{"POST", "/v1/runs/d1/commit", commitReq(1, stale, "a", `{}`), 409, "lease-lost"},
+			{"GET", "/v1/runs/nope", nil, 404, "run-not-found"},
+			{"GET", "/v1/runs/nope/events", nil, 404, "run-not-found"},
+			{"POST", "/v1/runs/d1/fork", map[string]any{"from_revision": 99, "run_id": "d2"}, 0, ""},
+			{"POST", "/v1/runs/d1/fork", map[string]any{"checkpoint": "none", "run_id": "d3"}, 0, ""},
+			{"DELETE", "/v1/runs/d1/lease", map[string]any{"lease": stale}, 409, "lease-lost"},
+		}
+		for _, c := range cases {
+			res := e.do(t, c.method, c.path, c.body, nil)
+			if res.status < 400 {
+				t.Errorf("%s %s: %d, want a problem", c.method, c.path, res.status)
+				continue
+			}
+			var p struct{ Type, Detail string }
+			if err := json.Unmarshal(res.body, &p); err != nil {
+				t.Fatalf("%s %s: %s", c.method, c.path, res.body)
+			}
+			if c.status != 0 && (res.status != c.status || !strings.HasSuffix(p.Type, "/"+c.kind)) {
+				t.Errorf("%s %s: %d %s, want %d %s", c.method, c.path, res.status, p.Type, c.status, c.kind)
+			}
+			low := strings.ToLower(p.Detail)
+			for _, name := range []string{"sqlite", "postgres", "pgx", "redis", "sql:"} {
+				if strings.Contains(low, name) {
+					t.Errorf("%s %s: detail names the backend (%s): %q", c.method, c.path, name, p.Detail)
+				}
+			}
+			parts := strings.Split(p.Detail, ": ")
+			for i := 1; i < len(parts); i++ {
+				if parts[i] == parts[i-1] || (len(parts[i]) > 8 && strings.Contains(parts[i-1], parts[i])) {
+					t.Errorf("%s %s: detail repeats itself: %q", c.method, c.path, p.Detail)
+					break
+				}
+			}
+		}
+	})
+}

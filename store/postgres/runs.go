@@ -144,7 +144,7 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 		"state_schema_version": r.StateSchemaVersion,
 	})
 	if err != nil {
-		return run.Run{}, false, fmt.Errorf("create run %s: %w", r.RunID, err)
+		return run.Run{}, false, err
 	}
 	// A clash can vanish between the insert and its diagnosis (the other run
 	// deleted by retention); then the insert is simply tried again.
@@ -162,7 +162,7 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 			return r, true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return run.Run{}, false, fmt.Errorf("create run %s: %w", r.RunID, err)
+			return run.Run{}, false, err
 		}
 		if nr.IdempotencyKey != "" {
 			var digest string
@@ -173,20 +173,20 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 			case err == nil && digest == nr.RequestDigest:
 				return prev, false, nil
 			case err == nil:
-				return run.Run{}, false, fmt.Errorf("create run %s with idempotency key %q: %w", r.RunID, nr.IdempotencyKey, run.ErrIdempotencyMismatch)
+				return run.Run{}, false, fmt.Errorf("idempotency key %q: %w", nr.IdempotencyKey, run.ErrIdempotencyMismatch)
 			case !errors.Is(err, pgx.ErrNoRows):
-				return run.Run{}, false, fmt.Errorf("create run %s: read run of idempotency key: %w", r.RunID, err)
+				return run.Run{}, false, fmt.Errorf("read run of idempotency key: %w", err)
 			}
 		}
 		exists, err := db.runExists(ctx, r.TenantID, r.RunID)
 		if err != nil {
-			return run.Run{}, false, fmt.Errorf("create run %s: %w", r.RunID, err)
+			return run.Run{}, false, err
 		}
 		if exists {
-			return run.Run{}, false, fmt.Errorf("create run %s: %w", r.RunID, run.ErrAlreadyExists)
+			return run.Run{}, false, run.ErrAlreadyExists
 		}
 	}
-	return run.Run{}, false, fmt.Errorf("create run %s: %w (the clashing run kept vanishing)", r.RunID, run.ErrAlreadyExists)
+	return run.Run{}, false, fmt.Errorf("%w (the clashing run kept vanishing)", run.ErrAlreadyExists)
 }
 
 func (db *DB) runExists(ctx context.Context, tenantID, runID string) (bool, error) {
@@ -204,10 +204,10 @@ func (db *DB) GetRun(ctx context.Context, tenantID, runID string) (run.Run, erro
 	r, err := scanRun(db.pool.QueryRow(ctx,
 		`SELECT `+runCols+` FROM runs WHERE tenant_id = $1 AND run_id = $2`, tenantID, runID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return run.Run{}, fmt.Errorf("get run %s: %w", runID, run.ErrNotFound)
+		return run.Run{}, run.ErrNotFound
 	}
 	if err != nil {
-		return run.Run{}, fmt.Errorf("get run %s: %w", runID, err)
+		return run.Run{}, err
 	}
 	return r, nil
 }
@@ -237,19 +237,19 @@ func (db *DB) ListRuns(ctx context.Context, tenantID string, f run.ListFilter) (
 	q.WriteString(` ORDER BY created_at, run_id LIMIT $` + strconv.Itoa(len(args)))
 	rows, err := db.pool.Query(ctx, q.String(), args...)
 	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []run.Run
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
+			return nil, err
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -265,24 +265,24 @@ func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq i
 		FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq > $3
 		ORDER BY seq LIMIT $4`, tenantID, runID, afterSeq, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list events of run %s: %w", runID, err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []run.Event
 	for rows.Next() {
 		ev, err := scanEvent(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list events of run %s: %w", runID, err)
+			return nil, err
 		}
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list events of run %s: %w", runID, err)
+		return nil, err
 	}
 	if len(out) == 0 {
 		// Only an empty page pays for telling an unknown run from the end of the log.
 		if err := db.mustExist(ctx, tenantID, runID); err != nil {
-			return nil, fmt.Errorf("list events of run %s: %w", runID, err)
+			return nil, err
 		}
 	}
 	return out, nil
@@ -435,7 +435,7 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 			return l, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return run.Lease{}, fmt.Errorf("lease run %s for %s: %w", runID, owner, err)
+			return run.Lease{}, err
 		}
 		var (
 			status, holder string
@@ -447,18 +447,18 @@ func (db *DB) AcquireLease(ctx context.Context, tenantID, runID, owner string, e
 			FROM runs WHERE tenant_id = $1 AND run_id = $2`, tenantID, runID).Scan(&status, &holder, &until, &live)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			return run.Lease{}, fmt.Errorf("lease run %s: %w", runID, run.ErrNotFound)
+			return run.Lease{}, run.ErrNotFound
 		case err != nil:
-			return run.Lease{}, fmt.Errorf("lease run %s: %w", runID, err)
+			return run.Lease{}, err
 		case run.Status(status).Terminal():
-			return run.Lease{}, fmt.Errorf("lease run %s (%s): %w", runID, status, run.ErrRunNotActive)
+			return run.Lease{}, fmt.Errorf("it is %s: %w", status, run.ErrRunNotActive)
 		case epoch > 0:
-			return run.Lease{}, fmt.Errorf("renew lease of run %s for %s at epoch %d: %w", runID, owner, epoch, run.ErrLeaseLost)
+			return run.Lease{}, fmt.Errorf("lease of %s at epoch %d: %w", owner, epoch, run.ErrLeaseLost)
 		case live && holder != owner:
 			return run.Lease{}, &run.LeaseHeldError{RunID: runID, Owner: holder, ExpiresAt: utcPtr(until)}
 		case attempt >= 2:
 			// Freed and retaken between our statements, repeatedly.
-			return run.Lease{}, fmt.Errorf("lease run %s for %s: %w", runID, owner, run.ErrLeaseHeld)
+			return run.Lease{}, run.ErrLeaseHeld
 		}
 		// The lease changed hands between the update and this read: try again.
 	}
@@ -471,19 +471,19 @@ func (db *DB) ReleaseLease(ctx context.Context, tenantID, runID, owner string, e
 		WHERE tenant_id = $1 AND run_id = $2 AND lease_owner = $3 AND lease_epoch = $4`,
 		tenantID, runID, owner, epoch)
 	if err != nil {
-		return fmt.Errorf("release lease of run %s: %w", runID, err)
+		return err
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
 	exists, err := db.runExists(ctx, tenantID, runID)
 	if err != nil {
-		return fmt.Errorf("release lease of run %s: %w", runID, err)
+		return err
 	}
 	if !exists {
-		return fmt.Errorf("release lease of run %s: %w", runID, run.ErrNotFound)
+		return run.ErrNotFound
 	}
-	return fmt.Errorf("release lease of run %s for %s at epoch %d: %w", runID, owner, epoch, run.ErrLeaseLost)
+	return fmt.Errorf("lease of %s at epoch %d: %w", owner, epoch, run.ErrLeaseLost)
 }
 
 // commitSQL is the whole happy path of a commit in one statement (one round
@@ -588,10 +588,10 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		return run.Run{}, run.Event{}, db.diagnoseCommit(ctx, tenantID, runID, c, from)
 	}
 	if err != nil {
-		return run.Run{}, run.Event{}, fmt.Errorf("commit run %s at revision %d: %w", runID, c.ExpectedRevision, err)
+		return run.Run{}, run.Event{}, err
 	}
 	if err := decodeSpent(spent, &r.Spent); err != nil {
-		return run.Run{}, run.Event{}, fmt.Errorf("commit run %s: %w", runID, err)
+		return run.Run{}, run.Event{}, err
 	}
 	r.Status = run.Status(status)
 	r.LeaseExpiresAt = utcPtr(exp)
@@ -622,10 +622,10 @@ func (db *DB) diagnoseCommit(ctx context.Context, tenantID, runID string, c run.
 		FROM runs WHERE tenant_id = $1 AND run_id = $2`, tenantID, runID,
 	).Scan(&status, &revision, &owner, &epoch, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("commit run %s: %w", runID, run.ErrNotFound)
+		return run.ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("commit run %s at revision %d: %w", runID, c.ExpectedRevision, err)
+		return err
 	}
 	allowed := false
 	for _, s := range from {
@@ -640,23 +640,23 @@ func (db *DB) diagnoseCommit(ctx context.Context, tenantID, runID string, c run.
 		if target == "" {
 			target = status
 		}
-		return fmt.Errorf("commit run %s: %s -> %s: %w", runID, status, target, run.ErrInvalidTransition)
+		return fmt.Errorf("%s -> %s: %w", status, target, run.ErrInvalidTransition)
 	case owner != c.Owner || epoch != c.Epoch || !live:
-		return fmt.Errorf("commit run %s: lease of %s at epoch %d: %w", runID, c.Owner, c.Epoch, run.ErrLeaseLost)
+		return fmt.Errorf("lease of %s at epoch %d: %w", c.Owner, c.Epoch, run.ErrLeaseLost)
 	case revision != c.ExpectedRevision:
 		return &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: revision}
 	}
 	need, err := db.schemaRequired(ctx, tenantID, runID, c)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("commit run %s at revision %d: %w", runID, c.ExpectedRevision, err)
+		return err
 	}
 	if need != nil {
-		return fmt.Errorf("commit run %s: %w", runID, need)
+		return need
 	}
 	// Every check passes now, so the run changed between the two statements
 	// (a revision only grows and an expired lease never comes back): the
 	// caller raced another commit.
-	return fmt.Errorf("commit run %s at revision %d: concurrent change: %w", runID, c.ExpectedRevision, run.ErrRevisionConflict)
+	return fmt.Errorf("concurrent change: %w", run.ErrRevisionConflict)
 }
 
 // CreateCheckpoint labels an existing revision of a run.
@@ -673,7 +673,7 @@ func (db *DB) CreateCheckpoint(ctx context.Context, tenantID, runID, label strin
 		return cp, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return run.Checkpoint{}, fmt.Errorf("checkpoint run %s as %q: %w", runID, label, err)
+		return run.Checkpoint{}, err
 	}
 	var runOK, revOK bool
 	err = db.pool.QueryRow(ctx, `
@@ -682,13 +682,13 @@ func (db *DB) CreateCheckpoint(ctx context.Context, tenantID, runID, label strin
 		tenantID, runID, revision).Scan(&runOK, &revOK)
 	switch {
 	case err != nil:
-		return run.Checkpoint{}, fmt.Errorf("checkpoint run %s as %q: %w", runID, label, err)
+		return run.Checkpoint{}, err
 	case !runOK:
-		return run.Checkpoint{}, fmt.Errorf("checkpoint run %s: %w", runID, run.ErrNotFound)
+		return run.Checkpoint{}, run.ErrNotFound
 	case !revOK:
-		return run.Checkpoint{}, fmt.Errorf("checkpoint run %s at revision %d: %w", runID, revision, run.ErrRevisionNotFound)
+		return run.Checkpoint{}, fmt.Errorf("revision %d: %w", revision, run.ErrRevisionNotFound)
 	}
-	return run.Checkpoint{}, fmt.Errorf("checkpoint run %s as %q: %w", runID, label, run.ErrCheckpointExists)
+	return run.Checkpoint{}, run.ErrCheckpointExists
 }
 
 // ListCheckpoints lists a run's checkpoints by revision, then label.
@@ -701,24 +701,24 @@ func (db *DB) ListCheckpoints(ctx context.Context, tenantID, runID string, after
 		WHERE tenant_id = $1 AND run_id = $2 AND (revision, label) > ($3, $4::text)
 		ORDER BY revision, label LIMIT $5`, tenantID, runID, afterRevision, afterLabel, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []run.Checkpoint
 	for rows.Next() {
 		var cp run.Checkpoint
 		if err := rows.Scan(&cp.Label, &cp.Revision, &cp.CreatedAt); err != nil {
-			return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
+			return nil, err
 		}
 		cp.CreatedAt = cp.CreatedAt.UTC()
 		out = append(out, cp)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
+		return nil, err
 	}
 	if len(out) == 0 {
 		if err := db.mustExist(ctx, tenantID, runID); err != nil {
-			return nil, fmt.Errorf("list checkpoints of run %s: %w", runID, err)
+			return nil, err
 		}
 	}
 	return out, nil
@@ -733,15 +733,15 @@ func (db *DB) GetCheckpoint(ctx context.Context, tenantID, runID, label string) 
 	if errors.Is(err, pgx.ErrNoRows) {
 		exists, xerr := db.runExists(ctx, tenantID, runID)
 		if xerr != nil {
-			return run.Checkpoint{}, fmt.Errorf("get checkpoint %q of run %s: %w", label, runID, xerr)
+			return run.Checkpoint{}, xerr
 		}
 		if !exists {
-			return run.Checkpoint{}, fmt.Errorf("get checkpoint %q of run %s: %w", label, runID, run.ErrNotFound)
+			return run.Checkpoint{}, run.ErrNotFound
 		}
-		return run.Checkpoint{}, fmt.Errorf("get checkpoint %q of run %s: %w", label, runID, run.ErrCheckpointNotFound)
+		return run.Checkpoint{}, run.ErrCheckpointNotFound
 	}
 	if err != nil {
-		return run.Checkpoint{}, fmt.Errorf("get checkpoint %q of run %s: %w", label, runID, err)
+		return run.Checkpoint{}, err
 	}
 	cp.CreatedAt = cp.CreatedAt.UTC()
 	return cp, nil
@@ -785,7 +785,7 @@ FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq <= $3`
 func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr run.NewRun) (run.Run, error) {
 	newID := nr.Run.RunID
 	fail := func(err error) (run.Run, error) {
-		return run.Run{}, fmt.Errorf("fork run %s at revision %d as %s: %w", sourceRunID, revision, newID, err)
+		return run.Run{}, err
 	}
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
@@ -802,9 +802,9 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 		case err != nil:
 			return fail(err)
 		case !exists:
-			return run.Run{}, fmt.Errorf("fork run %s: %w", sourceRunID, run.ErrNotFound)
+			return run.Run{}, run.ErrNotFound
 		}
-		return run.Run{}, fmt.Errorf("fork run %s at revision %d: %w", sourceRunID, revision, run.ErrRevisionNotFound)
+		return run.Run{}, run.ErrRevisionNotFound
 	}
 	r, err := scanRun(tx.QueryRow(ctx, forkRunSQL, tenantID, sourceRunID, revision, newID,
 		nr.Run.ParentRunID, nr.Run.ParentRevision, nr.IdempotencyKey, nr.RequestDigest,
@@ -815,9 +815,9 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 		case xerr != nil:
 			return fail(xerr)
 		case !exists:
-			return run.Run{}, fmt.Errorf("fork run %s: %w", sourceRunID, run.ErrNotFound)
+			return run.Run{}, run.ErrNotFound
 		}
-		return run.Run{}, fmt.Errorf("fork run %s as %s: %w", sourceRunID, newID, run.ErrAlreadyExists)
+		return run.Run{}, fmt.Errorf("run %s: %w", newID, run.ErrAlreadyExists)
 	}
 	if err != nil {
 		return fail(err)
@@ -828,7 +828,7 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 	}
 	if tag.RowsAffected() != revision {
 		// The source went (retention) between the reads: nothing is kept.
-		return run.Run{}, fmt.Errorf("fork run %s: copied %d of %d events: %w", sourceRunID, tag.RowsAffected(), revision, run.ErrNotFound)
+		return run.Run{}, fmt.Errorf("copied %d of %d events: %w", tag.RowsAffected(), revision, run.ErrNotFound)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fail(err)
