@@ -52,6 +52,9 @@ const (
 	CheckpointExists    = "checkpoint-exists"
 	CheckpointNotFound  = "checkpoint-not-found"
 	RevisionNotFound    = "revision-not-found"
+	SchemaNotFound      = "schema-not-found"
+	SchemaConflict      = "schema-conflict"
+	InvalidSchema       = "invalid-schema"
 )
 
 // Kinds of the sessions domain.
@@ -113,6 +116,9 @@ var catalogue = map[string]Info{
 	CheckpointExists:    {http.StatusConflict, "Checkpoint already exists"},
 	CheckpointNotFound:  {http.StatusNotFound, "Checkpoint not found"},
 	RevisionNotFound:    {http.StatusNotFound, "Revision not found"},
+	SchemaNotFound:      {http.StatusNotFound, "State schema not registered"},
+	SchemaConflict:      {http.StatusConflict, "A different schema is registered for this version"},
+	InvalidSchema:       {http.StatusUnprocessableEntity, "Invalid JSON Schema"},
 
 	SessionNotFound:      {http.StatusNotFound, "Session not found"},
 	PreconditionRequired: {http.StatusPreconditionRequired, "Precondition required"},

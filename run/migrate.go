@@ -40,6 +40,13 @@ func (r *Registry) SetCurrent(workflow string, version int) {
 	r.current[workflow] = version
 }
 
+// empty tells whether nothing at all is registered.
+func (r *Registry) empty() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.current) == 0 && len(r.schemas) == 0
+}
+
 // Current returns the declared version and whether the workflow is known.
 func (r *Registry) Current(workflow string) (int, bool) {
 	r.mu.RLock()

@@ -128,6 +128,8 @@ type StoreCommit struct {
 	Spend map[string]int64
 	// VerifiedSeq, when non-zero, records that the chain was verified through that seq.
 	VerifiedSeq int64
+	// Schema is the registered schema the state was validated against (zero: none).
+	Schema SchemaCheck
 }
 
 // CreateRequest describes a new run.
@@ -171,7 +173,7 @@ type Wakeup struct {
 // RecoveryQuery selects a page of Store.ListRecoverable.
 type RecoveryQuery struct {
 	// Now is the clock timed wake-ups are due by: the clock the operation
-	// ledger sets approval expiries with.
+	// ledger sets approval expiries with (zero: the current time).
 	Now time.Time
 	// ControlKey names the state member returned as Recoverable.Control.
 	ControlKey string

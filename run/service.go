@@ -39,6 +39,7 @@ type Service struct {
 	store    Store
 	maxState int
 	reg      *Registry
+	schemas  *schemaCache
 }
 
 // NewService wires a Service to a Store.
@@ -49,7 +50,7 @@ func NewService(store Store, opts Options) *Service {
 	if opts.Registry == nil {
 		opts.Registry = NewRegistry()
 	}
-	return &Service{store: store, maxState: opts.MaxStateBytes, reg: opts.Registry}
+	return &Service{store: store, maxState: opts.MaxStateBytes, reg: opts.Registry, schemas: newSchemaCache()}
 }
 
 // Registry returns the migration registry in use.
@@ -140,6 +141,9 @@ func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest
 	if err := s.reg.Validate(req.WorkflowName, req.StateSchemaVersion, state); err != nil {
 		return Run{}, false, err
 	}
+	if _, err := s.checkRegistered(ctx, tenantID, req.WorkflowName, req.StateSchemaVersion, state); err != nil {
+		return Run{}, false, fmt.Errorf("create run %s: %w", req.RunID, err)
+	}
 	nr := NewRun{
 		Run: Run{
 			TenantID:           tenantID,
@@ -161,6 +165,7 @@ func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest
 	if err != nil {
 		return Run{}, false, fmt.Errorf("create run %s: %w", req.RunID, err)
 	}
+	s.schemas.see(tenantID, r.RunID, r.WorkflowName, r.StateSchemaVersion)
 	return r, created, nil
 }
 
@@ -170,6 +175,7 @@ func (s *Service) Get(ctx context.Context, tenantID, runID string) (Run, error) 
 	if err != nil {
 		return Run{}, fmt.Errorf("get run %s: %w", runID, err)
 	}
+	s.schemas.see(tenantID, runID, r.WorkflowName, r.StateSchemaVersion)
 	return r, nil
 }
 
@@ -287,11 +293,77 @@ func (s *Service) Commit(ctx context.Context, tenantID, runID string, c CommitRe
 	if err != nil {
 		return Run{}, Event{}, err
 	}
-	r, ev, err := s.store.Commit(ctx, tenantID, runID, sc)
+	r, ev, err := s.commitChecked(ctx, tenantID, runID, sc)
 	if err != nil {
 		return Run{}, Event{}, fmt.Errorf("commit run %s at revision %d: %w", runID, c.ExpectedRevision, err)
 	}
 	return r, ev, nil
+}
+
+// commitChecked validates the state against the schema of the version the
+// commit lands at (the declared one, or the run's) and commits. The run's
+// workflow and version come from what this service last saw of it; the
+// store refuses a commit validated against anything but the registered
+// schema of that version (SchemaRequiredError), and then the state is
+// validated against that one and the commit tried again.
+func (s *Service) commitChecked(ctx context.Context, tenantID, runID string, sc StoreCommit) (Run, Event, error) {
+	seen, ok := s.schemas.lastSeen(tenantID, runID)
+	if !ok && !s.reg.empty() {
+		// Schemas registered in code need the workflow before the store call.
+		r, err := s.store.GetRun(ctx, tenantID, runID)
+		if err != nil {
+			return Run{}, Event{}, err
+		}
+		seen, ok = SchemaCheck{WorkflowName: r.WorkflowName, Version: r.StateSchemaVersion}, true
+	}
+	if ok {
+		version := seen.Version
+		if sc.StateSchemaVersion != 0 {
+			version = sc.StateSchemaVersion
+			if _, err := s.reg.CheckPath(seen.WorkflowName, version); err != nil {
+				return Run{}, Event{}, err
+			}
+		}
+		if err := s.reg.Validate(seen.WorkflowName, version, sc.State); err != nil {
+			return Run{}, Event{}, err
+		}
+		// Only what is cached: a workflow without registered schemas costs
+		// no query, and one with them answers SchemaRequiredError once.
+		if reg, compiled, hit := s.schemas.registration(tenantID, seen.WorkflowName, version); hit {
+			if err := validateWith(compiled, seen.WorkflowName, version, sc.State); err != nil {
+				return Run{}, Event{}, err
+			}
+			sc.Schema = SchemaCheck{WorkflowName: seen.WorkflowName, Version: version, Digest: reg.Digest}
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		r, ev, err := s.store.Commit(ctx, tenantID, runID, sc)
+		var need *SchemaRequiredError
+		if !errors.As(err, &need) {
+			if err == nil {
+				s.schemas.see(tenantID, runID, r.WorkflowName, r.StateSchemaVersion)
+			}
+			return r, ev, err
+		}
+		if !need.Registered {
+			return Run{}, Event{}, fmt.Errorf("%w: %v", ErrNoMigrationPath, need)
+		}
+		if attempt >= 2 {
+			return Run{}, Event{}, err
+		}
+		s.schemas.see(tenantID, runID, need.WorkflowName, need.Version)
+		if sc.StateSchemaVersion != 0 {
+			if _, err := s.reg.CheckPath(need.WorkflowName, sc.StateSchemaVersion); err != nil {
+				return Run{}, Event{}, err
+			}
+		}
+		if err := s.reg.Validate(need.WorkflowName, need.Version, sc.State); err != nil {
+			return Run{}, Event{}, err
+		}
+		if sc.Schema, err = s.checkRegistered(ctx, tenantID, need.WorkflowName, need.Version, sc.State); err != nil {
+			return Run{}, Event{}, err
+		}
+	}
 }
 
 func (s *Service) validateCommit(c CommitRequest) (StoreCommit, error) {
@@ -472,6 +544,7 @@ func (s *Service) Fork(ctx context.Context, tenantID, runID string, req ForkRequ
 	if err != nil {
 		return Run{}, fmt.Errorf("fork run %s at revision %d: %w", runID, rev, err)
 	}
+	s.schemas.see(tenantID, r.RunID, r.WorkflowName, r.StateSchemaVersion)
 	return r, nil
 }
 
@@ -516,7 +589,7 @@ func (s *Service) Migrate(ctx context.Context, tenantID, runID string, l Lease) 
 	if err != nil {
 		return Run{}, fmt.Errorf("migrate run %s: %w", runID, err)
 	}
-	nr, _, err := s.store.Commit(ctx, tenantID, runID, sc)
+	nr, _, err := s.commitChecked(ctx, tenantID, runID, sc)
 	if err != nil {
 		return Run{}, fmt.Errorf("migrate run %s: %w", runID, err)
 	}

@@ -21,7 +21,13 @@ import (
 // that of its last event. A run's Spent starts as an empty map on
 // CreateRun, grows by StoreCommit.Spend on each commit (nil Spent stays
 // nil), and VerifiedSeq starts at 0 and changes only by
-// StoreCommit.VerifiedSeq.
+// StoreCommit.VerifiedSeq. History must stay compact: the suite commits a
+// long run of small changes to a large state and wants its Changes to weigh
+// well under a full state per event.
+//
+// State schemas (PutSchema...) are kept per tenant, workflow and version,
+// immutable once registered. Commit enforces them (see Commit); CreateRun
+// does not: the Service validates a create before it.
 type Store interface {
 	// CreateRun inserts the run (its StateRevision is 1) and its first event,
 	// EventRunCreated at seq 1, atomically. With a non-empty IdempotencyKey an
@@ -68,7 +74,11 @@ type Store interface {
 	// match and the lease has not expired, and the current status is in
 	// c.FromStatuses. Otherwise nothing changes and the error tells which check
 	// failed, in this order: ErrNotFound, ErrInvalidTransition, ErrLeaseLost,
-	// ErrRevisionConflict. It returns the run as committed and the new event
+	// ErrRevisionConflict, then *SchemaRequiredError: when the run's workflow
+	// has schemas registered (PutSchema) for the tenant, the commit applies
+	// only if c.Schema.Digest is the digest of the one registered for the
+	// version it lands at (c.StateSchemaVersion, or the run's if 0); if that
+	// version has none, Registered is false. It returns the run as committed and the new event
 	// (State the new state; Change, Snapshot and Chain as stored). The run's
 	// Chain becomes the new event's, its Spent grows by c.Spend, and its
 	// VerifiedSeq becomes c.VerifiedSeq when that is non-zero.
@@ -95,6 +105,16 @@ type Store interface {
 	// source's log is ErrRevisionNotFound; a taken new run id ErrAlreadyExists.
 	// Copied events keep their created_at.
 	Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr NewRun) (Run, error)
+
+	// PutSchema registers s (Digest set by the caller) for the tenant. A
+	// version is immutable: the same digest again returns the stored one with
+	// created=false, another digest is ErrSchemaConflict.
+	PutSchema(ctx context.Context, tenantID string, s Schema) (Schema, bool, error)
+	// GetSchema of a version not registered is ErrSchemaNotFound.
+	GetSchema(ctx context.Context, tenantID, workflow string, version int) (Schema, error)
+	// ListSchemas orders a workflow's schemas by version, strictly after
+	// afterVersion, at most limit (an unknown workflow: empty).
+	ListSchemas(ctx context.Context, tenantID, workflow string, afterVersion, limit int) ([]Schema, error)
 
 	// DeleteTerminalBefore deletes runs that finished (at the time of the
 	// commit that made them terminal) before cutoff, oldest first, with

@@ -113,6 +113,7 @@ func (s *Server) allRoutes() []Route {
 	rs = append(rs, s.runRoutes()...)
 	rs = append(rs, s.sessionRoutes()...)
 	rs = append(rs, s.operationRoutes()...)
+	rs = append(rs, s.workflowRoutes()...)
 	return rs
 }
 

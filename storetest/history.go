@@ -52,7 +52,7 @@ func testCompactHistory(t *testing.T, s run.Store) {
 		case 3:
 			members["none"] = "null"
 		}
-		req := f.commitReq(r, l, fmt.Sprintf("s%d", i), encode(), "")
+		req := f.commitReq(r, l, fmt.Sprintf("s%d-é日", i), encode(), "") // multibyte text in the hashed fields
 		if i%3 == 0 {
 			req.Event.Payload = json.RawMessage(fmt.Sprintf(`{"spend":{"tokens":%d,"steps":1,"note":"x","ratio":0.5}}`, i))
 			wantSpent["tokens"] += int64(i)

@@ -43,6 +43,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) run.Store) {
 		{"Checkpoints", testCheckpoints},
 		{"ForkFidelity", testForkFidelity},
 		{"CompactHistory", testCompactHistory},
+		{"RegisteredSchemas", testRegisteredSchemas},
 		{"Migrations", testMigrations},
 		{"StatusTransitions", testStatusTransitions},
 		{"Retention", testRetention},

@@ -17,8 +17,16 @@ import (
 
 // faultEnv is the in-memory twin behind the injector's rules.
 func faultEnv(in *faultstore.Injector) env {
+	faulty, _ := faultEnvs(in)
+	return faulty
+}
+
+// faultEnvs is faultEnv and, over the same store, services without faults
+// for the test's own checks.
+func faultEnvs(in *faultstore.Injector) (faulty, clean env) {
 	s := memstore.New()
-	return env{runs: run.NewService(in.Runs(s), run.Options{}), ops: toolop.NewService(in.Ops(s), nil)}
+	return env{runs: run.NewService(in.Runs(s), run.Options{}), ops: toolop.NewService(in.Ops(s), nil)},
+		env{runs: run.NewService(s, run.Options{}), ops: toolop.NewService(s, nil)}
 }
 
 // stepCommit matches the commit of a completed step.
@@ -198,7 +206,7 @@ func TestSlowAndFlakyStore(t *testing.T) {
 		faultstore.Rule{Method: "Commit", Action: faultstore.Fail, Probability: 0.2},
 		faultstore.Rule{Method: "GetRun", Action: faultstore.Fail, Probability: 0.1},
 	)
-	e := faultEnv(in)
+	e, clean := faultEnvs(in)
 	ctx := context.Background()
 	for i := range 5 {
 		p := newProvider()
@@ -223,7 +231,7 @@ func TestSlowAndFlakyStore(t *testing.T) {
 				t.Fatalf("run %s did not finish: %v", id, err)
 			}
 		}
-		finished(t, e, p, r, id)
+		finished(t, clean, p, r, id)
 	}
 	if in.Fired("Commit") == 0 {
 		t.Fatal("no commit failed: the test tested nothing")
@@ -255,4 +263,71 @@ func TestLedgerStartAnswerLost(t *testing.T) {
 	if op.Status != toolop.StatusSucceeded || !strings.Contains(op.Resolution, "not applied") {
 		t.Fatalf("operation %+v; want succeeded after being reconciled as not applied", op)
 	}
+}
+
+// Serve over a store that fails, loses answers and stalls at random, on
+// every method: every run still completes, each step is committed once and
+// each payment is sent and applied once.
+func TestServeOnFlakyStore(t *testing.T) {
+	in := faultstore.New(7,
+		faultstore.Rule{Action: faultstore.Delay, Delay: time.Millisecond, Probability: 0.2},
+		faultstore.Rule{Action: faultstore.Fail, Probability: 0.05},
+		faultstore.Rule{Method: "Commit", Action: faultstore.Lose, Probability: 0.1},
+		faultstore.Rule{Method: "TransitionOperation", Action: faultstore.Lose, Probability: 0.1},
+		faultstore.Rule{Method: "PrepareOperation", Action: faultstore.Lose, Probability: 0.1},
+		faultstore.Rule{Method: "AcquireLease", Action: faultstore.Lose, Probability: 0.1},
+		faultstore.Rule{Method: "ReleaseLease", Action: faultstore.Lose, Probability: 0.1},
+		faultstore.Rule{Method: "CreateRun", Action: faultstore.Lose, Probability: 0.1},
+		faultstore.Rule{Method: "AckWakeups", Action: faultstore.Lose, Probability: 0.2},
+	)
+	e, clean := faultEnvs(in)
+	p := newProvider()
+	var paid, noted atomic.Int32
+	w := payThenNote(p, &paid, &noted, nil)
+	for i := range w.Steps {
+		w.Steps[i].MaxAttempts = 1000 // injected errors fail attempts; none may fail the run
+	}
+	eng := newEngine(t, e, p, workflow.Options{PollInterval: 10 * time.Millisecond, LeaseTTL: time.Second}, w)
+	ctx := context.Background()
+	const n = 8
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "run-s" + string(rune('a'+i))
+		waitFor(t, "start "+ids[i], 10*time.Second, func() bool {
+			_, _, err := eng.Start(ctx, "pn", ids[i], nil)
+			return err == nil
+		})
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- eng.Serve(sctx) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	waitFor(t, "every run completed by Serve", 60*time.Second, func() bool {
+		for _, id := range ids {
+			if r, err := clean.runs.Get(ctx, "default", id); err != nil || r.Status != run.StatusCompleted {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		if c := stepCounts(t, clean, id); c["pay"] != 1 || c["note"] != 1 {
+			t.Fatalf("run %s: steps committed %v, want each once", id, c)
+		}
+	}
+	if sends, applied := p.counts(); sends != n || applied != n {
+		t.Fatalf("%d sends, %d applied for %d runs; want each payment sent once", sends, applied, n)
+	}
+	if in.Fired("Commit") == 0 || in.Applied("Commit")+in.Applied("TransitionOperation") == 0 {
+		t.Fatalf("faults fired: commit %d, lost answers applied %d/%d: the test tested little",
+			in.Fired("Commit"), in.Applied("Commit"), in.Applied("TransitionOperation"))
+	}
+	t.Logf("faults: commit %d (lost %d), ledger %d (lost %d), acks %d, reads %d",
+		in.Fired("Commit"), in.Applied("Commit"), in.Fired("TransitionOperation"), in.Applied("TransitionOperation"),
+		in.Fired("AckWakeups"), in.Fired("GetRun"))
 }

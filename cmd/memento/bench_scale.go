@@ -25,7 +25,8 @@ func newBenchScaleCmd() *cobra.Command {
 		Long: `Load each size of runs (default 10k, 100k and 1M; 1 in 1000 active, half of those
 running with a free lease and half suspended, the rest finished over the last
 30 days with two events each) into a schema (--postgres) or file (--data) of
-its own, dropped after, and measure:
+its own, dropped after, and measure them in interleaved rounds (each round
+takes every size in turn, so that load from elsewhere weighs on all alike):
 
   poll       one whole recovery poll, every page, as the workflow engine makes it
              (also per active run: the active runs grow with the size)
@@ -35,7 +36,8 @@ its own, dropped after, and measure:
   storage    bytes per event of a 1,000-step run with a 100 KB state (first size
              only), beside a full copy of the state per event
 
-Each figure is printed beside its ratio to the first size's.`,
+Each figure is the median of the rounds, printed beside its ratio to the
+first size's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.PostgresURL = flagOrEnv(cmd, "postgres", pg, envPostgresURL, "")
@@ -68,9 +70,10 @@ Each figure is printed beside its ratio to the first size's.`,
 	fl.StringVar(&dataDir, "data", "", "directory for the SQLite files (removed after)")
 	fl.IntSliceVar(&cfg.Sizes, "sizes", bench.DefaultScaleSizes, "run counts to load, smallest first (the ratios are to the first)")
 	fl.IntVar(&cfg.ActiveEvery, "active-every", 1000, "one run in this many is active")
-	fl.IntVar(&cfg.Polls, "polls", 20, "recovery polls measured per size (median)")
-	fl.IntVar(&cfg.RetainBatches, "retain-batches", 5, "retention batches measured per size (median)")
-	fl.DurationVar(&cfg.CommitDuration, "commit-duration", 3*time.Second, "time commits are measured per size")
+	fl.IntVar(&cfg.Rounds, "rounds", 5, "interleaved rounds over the sizes; each figure is the median of the rounds")
+	fl.IntVar(&cfg.Polls, "polls", 5, "recovery polls per size and round")
+	fl.IntVar(&cfg.RetainBatches, "retain-batches", 2, "retention batches per size and round")
+	fl.DurationVar(&cfg.CommitDuration, "commit-duration", 5*time.Second, "time commits are measured per size, over all rounds")
 	fl.IntVar(&cfg.ResumeEvents, "resume-events", 10_000, "events of the resumed run")
 	fl.IntVar(&cfg.StorageSteps, "storage-steps", 1000, "steps of the storage run")
 	fl.IntVar(&cfg.StateBytes, "state-bytes", 100<<10, "state size of the storage run")

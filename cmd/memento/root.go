@@ -45,6 +45,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newServeCmd(),
 		newRunsCmd(),
+		newWorkflowsCmd(),
 		newSessionsCmd(),
 		newVersionCmd(),
 		newBenchCmd(),

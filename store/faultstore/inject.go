@@ -51,7 +51,8 @@ type Call struct {
 type Rule struct {
 	// Method names the store method ("Commit"); empty matches every method.
 	Method string
-	// If, when set, must also hold for the call to match.
+	// If, when set, must also hold for the call to match. It runs under the
+	// injector's lock: it must not call the injector or a wrapped store.
 	If func(Call) bool
 	// Nth, when > 0, fires only on the Nth matching call (1-based).
 	Nth int

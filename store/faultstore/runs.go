@@ -91,3 +91,19 @@ func (s *Runs) ListRecoverable(ctx context.Context, tenantID string, q run.Recov
 func (s *Runs) AckWakeups(ctx context.Context, tenantID, runID string, wakeups []run.Wakeup) error {
 	return call1(s.in.inject(ctx, "AckWakeups", tenantID, runID, wakeups), func() error { return s.inner.AckWakeups(ctx, tenantID, runID, wakeups) })
 }
+
+func (s *Runs) PutSchema(ctx context.Context, tenantID string, sc run.Schema) (run.Schema, bool, error) {
+	return call3(s.in.inject(ctx, "PutSchema", tenantID, sc), func() (run.Schema, bool, error) { return s.inner.PutSchema(ctx, tenantID, sc) })
+}
+
+func (s *Runs) GetSchema(ctx context.Context, tenantID, workflow string, version int) (run.Schema, error) {
+	return call2(s.in.inject(ctx, "GetSchema", tenantID, workflow, version), func() (run.Schema, error) {
+		return s.inner.GetSchema(ctx, tenantID, workflow, version)
+	})
+}
+
+func (s *Runs) ListSchemas(ctx context.Context, tenantID, workflow string, afterVersion, limit int) ([]run.Schema, error) {
+	return call2(s.in.inject(ctx, "ListSchemas", tenantID, workflow, afterVersion, limit), func() ([]run.Schema, error) {
+		return s.inner.ListSchemas(ctx, tenantID, workflow, afterVersion, limit)
+	})
+}

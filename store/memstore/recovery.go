@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/mementohq/memento/run"
 )
@@ -19,6 +20,9 @@ func (s *Store) ListRecoverable(ctx context.Context, tenantID string, q run.Reco
 	limit := q.Limit
 	if limit <= 0 {
 		limit = run.DefaultListSize
+	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
 	}
 	due := q.Now.UnixMicro()
 	s.mu.Lock()

@@ -320,6 +320,9 @@ func (s *Store) Commit(ctx context.Context, tenantID, runID string, c run.StoreC
 	if r.StateRevision != c.ExpectedRevision {
 		return run.Run{}, run.Event{}, &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: r.StateRevision}
 	}
+	if err := s.schemaGuard(tenantID, r, c); err != nil {
+		return run.Run{}, run.Event{}, err
+	}
 	ts := fromMicros(now)
 	oldState := r.State
 	r.State = cloneJSON(c.State)

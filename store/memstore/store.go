@@ -34,6 +34,7 @@ type Store struct {
 	approvals map[key]toolop.Approval
 	sessions  map[key]*sessionRow
 	vault     map[key]pii.Record
+	schemas   map[schemaKey]run.Schema
 }
 
 // New returns an empty store.
@@ -46,6 +47,7 @@ func New() *Store {
 		approvals: map[key]toolop.Approval{},
 		sessions:  map[key]*sessionRow{},
 		vault:     map[key]pii.Record{},
+		schemas:   map[schemaKey]run.Schema{},
 	}
 }
 

@@ -41,6 +41,9 @@ func (db *DB) ListRecoverable(ctx context.Context, tenantID string, q run.Recove
 	if limit <= 0 {
 		limit = run.DefaultListSize
 	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
+	}
 	rows, err := db.pool.Query(ctx, recoverableSQL, tenantID, q.AfterRunID, q.Now, q.ControlKey, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list recoverable runs: %w", err)

@@ -80,7 +80,8 @@ func chainSQL(prev string, fields ...string) string {
 	var b strings.Builder
 	b.WriteString("encode(sha256(convert_to(" + prev)
 	for _, f := range fields {
-		b.WriteString(" || octet_length(" + f + ")::text || ':' || " + f + " || ','")
+		// The byte length in UTF-8, whatever the database's encoding.
+		b.WriteString(" || octet_length(convert_to(" + f + ", 'UTF8'))::text || ':' || " + f + " || ','")
 	}
 	b.WriteString(", 'UTF8')), 'hex')")
 	return b.String()
@@ -304,6 +305,10 @@ func (db *DB) mustExist(ctx context.Context, tenantID, runID string) error {
 const eventCols = `seq, event_type, step_id, attempt, payload, created_at, next_step, status,
 	state_schema_version, coalesce(delta, state), delta IS NULL, chain`
 
+// rebuildCols is eventCols for the rows a state is rebuilt from: only the
+// last row (seq $4) brings its payload, the others (deltas) their change.
+var rebuildCols = strings.Replace(eventCols, "payload,", "CASE WHEN seq = $4 THEN payload END,", 1)
+
 func scanEvent(row pgx.Row) (run.Event, error) {
 	var (
 		ev              run.Event
@@ -361,7 +366,7 @@ func getEvent(ctx context.Context, q interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }, tenantID, runID string, seq int64) (run.Event, bool, error) {
 	rows, err := q.Query(ctx, `
-		SELECT `+eventCols+`
+		SELECT `+rebuildCols+`
 		FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq BETWEEN $3 AND $4
 		ORDER BY seq`, tenantID, runID, snapshotBase(seq), seq)
 	if err != nil {
@@ -500,7 +505,7 @@ WITH o AS (
 	SELECT state AS old_state, chain_head AS old_chain, status AS old_status,
 		state_schema_version AS old_version
 	FROM runs WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
-), d AS (
+), d AS MATERIALIZED (
 	SELECT o.old_chain,
 		CASE WHEN $16::bool THEN NULL ELSE jsonb_build_object(
 			's', coalesce((SELECT jsonb_object_agg(n.key, n.value) FROM jsonb_each($6::jsonb) n
@@ -511,7 +516,9 @@ WITH o AS (
 		(CASE WHEN $10::int > 0 THEN $10::int ELSE o.old_version END)::text AS new_version,
 		$15::jsonb::text AS payload_t
 	FROM o
-), c AS (
+), c AS MATERIALIZED (
+	-- d and c are materialized so that the delta is computed once, not
+	-- again at every reference below.
 	SELECT d.*, coalesce(d.delta, $6::jsonb)::text AS change_t FROM d
 ), u AS (
 	UPDATE runs SET
@@ -532,7 +539,7 @@ WITH o AS (
 	FROM c
 	WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
 	  AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
-	  AND status = ANY($11::text[])
+	  AND status = ANY($11::text[])` + schemaGuardSQL + `
 	RETURNING workflow_name, workflow_version, state_schema_version, status, state_revision,
 		lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
 		chain_head, verified_seq, spent, c.delta
@@ -573,7 +580,7 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		tenantID, runID, c.ExpectedRevision, c.Owner, c.Epoch,
 		state, c.NextStep, string(c.Status), c.StatusReason, c.StateSchemaVersion, from,
 		c.Event.EventType, c.Event.StepID, c.Event.Attempt, payload,
-		snapshot, encodeSpend(c.Spend), c.VerifiedSeq,
+		snapshot, encodeSpend(c.Spend), c.VerifiedSeq, c.Schema.Digest,
 	).Scan(&r.WorkflowName, &r.WorkflowVersion, &r.StateSchemaVersion, &status, &r.StateRevision,
 		&exp, &r.ParentRunID, &r.ParentRevision, &r.CreatedAt, &r.UpdatedAt,
 		&r.Chain, &r.VerifiedSeq, &spent, &delta)
@@ -638,6 +645,13 @@ func (db *DB) diagnoseCommit(ctx context.Context, tenantID, runID string, c run.
 		return fmt.Errorf("commit run %s: lease of %s at epoch %d: %w", runID, c.Owner, c.Epoch, run.ErrLeaseLost)
 	case revision != c.ExpectedRevision:
 		return &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: revision}
+	}
+	need, err := db.schemaRequired(ctx, tenantID, runID, c)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("commit run %s at revision %d: %w", runID, c.ExpectedRevision, err)
+	}
+	if need != nil {
+		return fmt.Errorf("commit run %s: %w", runID, need)
 	}
 	// Every check passes now, so the run changed between the two statements
 	// (a revision only grows and an expired lease never comes back): the

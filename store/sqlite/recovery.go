@@ -42,6 +42,9 @@ func (db *DB) ListRecoverable(ctx context.Context, tenantID string, q run.Recove
 	if limit <= 0 {
 		limit = run.DefaultListSize
 	}
+	if q.Now.IsZero() {
+		q.Now = time.Now()
+	}
 	path := ""
 	if q.ControlKey != "" {
 		path = `$."` + q.ControlKey + `"`

@@ -297,6 +297,10 @@ func (db *DB) ListEvents(ctx context.Context, tenantID, runID string, afterSeq i
 const eventColumns = `seq, event_type, step_id, attempt, payload, created_at, next_step, status,
 	state_schema_version, coalesce(delta, state), delta IS NULL, chain`
 
+// rebuildColumns is eventColumns for the rows a state is rebuilt from: only
+// the last row (seq ?4) brings its payload, the others (deltas) their change.
+var rebuildColumns = strings.Replace(eventColumns, "payload,", "CASE WHEN seq = ?4 THEN payload ELSE '' END,", 1)
+
 func scanEvent(sc rowScanner) (run.Event, error) {
 	var (
 		ev              run.Event
@@ -326,8 +330,8 @@ func snapshotBase(seq int64) int64 {
 // getEvent reads the event at seq and the events back to the snapshot it
 // is rebuilt from (at most run.SnapshotEvery rows).
 func getEvent(ctx context.Context, q querier, tenantID, runID string, seq int64) (run.Event, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+eventColumns+`
-		FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq BETWEEN ? AND ? ORDER BY seq`,
+	rows, err := q.QueryContext(ctx, `SELECT `+rebuildColumns+`
+		FROM run_events WHERE tenant_id = ?1 AND run_id = ?2 AND seq BETWEEN ?3 AND ?4 ORDER BY seq`,
 		tenantID, runID, snapshotBase(seq), seq)
 	if err != nil {
 		return run.Event{}, err
@@ -470,6 +474,9 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		}
 		if r.StateRevision != c.ExpectedRevision {
 			return &run.RevisionConflictError{RunID: runID, Expected: c.ExpectedRevision, Current: r.StateRevision}
+		}
+		if err := checkSchema(ctx, tx, tenantID, r, c); err != nil {
+			return err
 		}
 		ts := fromMicros(now)
 		oldState := r.State
