@@ -60,6 +60,7 @@ func TestBoundaryRefusesTextNoStoreKeeps(t *testing.T) {
 			{"long lease owner", "POST", "/v1/runs/b/lease", `{"owner":"` + strings.Repeat("o", 1<<20) + `"}`, nil, 422},
 			{"long checkpoint label", "POST", "/v1/runs/b/checkpoints", `{"label":"` + strings.Repeat("l", 1<<20) + `"}`, nil, 422},
 			{"long operation id", "POST", "/v1/runs/b/operations", `{"operation_id":"` + strings.Repeat("o", 1<<20) + `","step_id":"s","tool_name":"t","request_digest":"d"}`, nil, 422},
+			{"long business key", "POST", "/v1/runs/b/operations", `{"business_key":"` + strings.Repeat("k", 1<<20) + `","step_id":"s","tool_name":"t","request_digest":"d"}`, nil, 422},
 			{"empty if-match", "POST", "/v1/runs/b/commit", commit(ev, `{}`, ""), map[string]string{"If-Match": ""}, 412},
 		}
 		for _, c := range cases {

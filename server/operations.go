@@ -115,6 +115,9 @@ func (s *Server) prepareOperation(w http.ResponseWriter, r *http.Request) error 
 		if req.BusinessKey == "" {
 			return unprocessable("name operation_id or business_key")
 		}
+		if len(req.BusinessKey) > MaxIDBytes {
+			return unprocessable("business_key is longer than %d bytes", MaxIDBytes)
+		}
 		req.OperationID = toolop.OperationID(rn.RunID, req.BusinessKey)
 	}
 	op, created, err := s.ops.Prepare(r.Context(), tenant(r), toolop.PrepareRequest{
