@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/store/faultstore"
 	"github.com/mementohq/memento/store/memstore"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
-	"github.com/mementohq/memento/storetest"
 	"github.com/mementohq/memento/toolop"
 	"github.com/mementohq/memento/workflow/control"
 )
@@ -232,7 +233,7 @@ func backends(t *testing.T) map[string]struct {
 		exec func(q string) error
 	}{&resume.Verifier{Runs: run.NewService(db, run.Options{}), Ops: toolop.NewService(db, nil)},
 		func(q string) error { _, err := db.SQL().Exec(q); return err }}
-	pg, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
+	pg, err := postgres.Open(context.Background(), testenv.PostgresURL(t))
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}
