@@ -310,7 +310,9 @@ func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Ru
 	if !req.SuspendOnRefusal {
 		res.Run = r
 		res.Lease = run.Lease{}
-		if err := v.Runs.ReleaseLease(context.WithoutCancel(ctx), req.TenantID, req.RunID, l); err != nil && !errors.Is(err, run.ErrLeaseLost) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := v.Runs.ReleaseLease(rctx, req.TenantID, req.RunID, l); err != nil && !errors.Is(err, run.ErrLeaseLost) {
 			return res, fmt.Errorf("resume run %s: release lease: %w", req.RunID, err)
 		}
 		return res, fmt.Errorf("run %s: %w: %s", req.RunID, ErrRefused, res.Reason)
@@ -334,9 +336,15 @@ func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Ru
 
 // abandon gives the lease back after an error that says nothing about the run.
 func (v *Verifier) abandon(ctx context.Context, req Request, l run.Lease, err error) error {
-	_ = v.Runs.ReleaseLease(context.WithoutCancel(ctx), req.TenantID, req.RunID, l)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_ = v.Runs.ReleaseLease(rctx, req.TenantID, req.RunID, l)
 	return err
 }
+
+// releaseTimeout bounds giving a lease back after the caller's context ended:
+// the release is worth trying, not worth waiting on (the lease expires anyway).
+const releaseTimeout = 5 * time.Second
 
 // checkEvents verifies the part of the log no resume verified before: from
 // the run's VerifiedSeq, seqs must follow without a gap up to the revision,

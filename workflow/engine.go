@@ -280,7 +280,11 @@ func (e *Engine) drive(ctx context.Context, runID string, known *run.Run) (run.R
 }
 
 func (e *Engine) release(ctx context.Context, runID string, l run.Lease) {
-	_ = e.runs.ReleaseLease(context.WithoutCancel(ctx), e.opts.Tenant, runID, l)
+	// Worth trying after the caller gave up, not worth waiting on: the lease
+	// expires anyway.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = e.runs.ReleaseLease(rctx, e.opts.Tenant, runID, l)
 }
 
 // execute runs steps under the lease, renewing it in the background, until

@@ -222,7 +222,10 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 		reply, serr := call.Send(ctx, op.IdempotencyKey())
 		// What the tool answered is recorded even if our context ended meanwhile
 		// (lease lost, shutdown): the ledger's guarded transitions keep it safe.
-		rec := context.WithoutCancel(ctx)
+		// Bounded: a store that does not answer leaves the operation started,
+		// and the recovery loop reconciles it.
+		rec, cancelRec := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancelRec()
 		var rej *rejection
 		switch {
 		case serr == nil:
@@ -251,3 +254,7 @@ func (sc *StepContext) addOp(id string) {
 	}
 	sc.ops = append(sc.ops, id)
 }
+
+// recordTimeout bounds recording a tool's answer after the step's context
+// ended (lease lost, shutdown).
+const recordTimeout = 10 * time.Second
