@@ -105,6 +105,32 @@ type Request struct {
 // held by another owner or a revision mismatch changes nothing and returns
 // run.ErrLeaseHeld or run.ErrRevisionConflict.
 func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
+	if !req.SuspendOnRefusal {
+		// A dry pass first, without the lease: a run that would be refused
+		// is refused before anything of it changes (not even the lease
+		// epoch). A pass that would succeed is run again under the lease.
+		res, err := v.resume(ctx, req, true)
+		if err != nil || res.Refused {
+			return res, err
+		}
+	}
+	return v.resume(ctx, req, false)
+}
+
+// errDryPassed ends a dry pass whose checks all passed.
+var errDryPassed = errors.New("dry pass: every check passed")
+
+// resume runs the checks; dry runs them on the run as read, without taking
+// the lease, and returns (Result{}, nil) once every check has passed.
+func (v *Verifier) resume(ctx context.Context, req Request, dry bool) (Result, error) {
+	res, err := v.check(ctx, req, dry)
+	if errors.Is(err, errDryPassed) {
+		return Result{}, nil
+	}
+	return res, err
+}
+
+func (v *Verifier) check(ctx context.Context, req Request, dry bool) (Result, error) {
 	var res Result
 	add := func(name string, st Status, format string, args ...any) {
 		res.Checks = append(res.Checks, Check{Name: name, Status: st, Detail: fmt.Sprintf(format, args...)})
@@ -119,28 +145,48 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 
 	// 1. Lease, then the revision under it: once the lease is ours, nobody
 	// else can commit, so the revision read now is the one we continue from.
-	l, err := v.Runs.AcquireLease(ctx, req.TenantID, req.RunID, req.Owner, 0, req.LeaseTTL)
-	if err != nil {
-		add(CheckLease, Failed, "%v", err)
-		res.Refused, res.FailedCheck, res.Run = true, CheckLease, r
-		return res, fmt.Errorf("resume run %s: %w", req.RunID, err)
-	}
-	res.Lease = l
-	r, err = v.Runs.Get(ctx, req.TenantID, req.RunID)
-	if err != nil {
-		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: %w", req.RunID, err))
+	var l run.Lease
+	if dry {
+		// What AcquireLease would answer, by the run as read; the real pass
+		// asks the store.
+		if r.LeaseOwner != "" && r.LeaseOwner != req.Owner && r.LeaseExpiresAt != nil && r.LeaseExpiresAt.After(time.Now()) {
+			err := &run.LeaseHeldError{RunID: r.RunID, Owner: r.LeaseOwner, ExpiresAt: r.LeaseExpiresAt}
+			add(CheckLease, Failed, "%v", err)
+			res.Refused, res.FailedCheck, res.Run = true, CheckLease, r
+			return res, fmt.Errorf("resume run %s: %w", req.RunID, err)
+		}
+		l = run.Lease{Owner: req.Owner, Epoch: r.LeaseEpoch + 1}
+	} else {
+		l, err = v.Runs.AcquireLease(ctx, req.TenantID, req.RunID, req.Owner, 0, req.LeaseTTL)
+		if err != nil {
+			add(CheckLease, Failed, "%v", err)
+			res.Refused, res.FailedCheck, res.Run = true, CheckLease, r
+			return res, fmt.Errorf("resume run %s: %w", req.RunID, err)
+		}
+		res.Lease = l
+		r, err = v.Runs.Get(ctx, req.TenantID, req.RunID)
+		if err != nil {
+			return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: %w", req.RunID, err))
+		}
 	}
 	if req.ExpectedRevision != 0 && r.StateRevision != req.ExpectedRevision {
 		add(CheckLease, Failed, "revision is %d, expected %d", r.StateRevision, req.ExpectedRevision)
 		res.Refused, res.FailedCheck, res.Run = true, CheckLease, r
 		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: %w: at %d, expected %d", req.RunID, run.ErrRevisionConflict, r.StateRevision, req.ExpectedRevision))
 	}
-	add(CheckLease, Passed, "owner %s, epoch %d, revision %d", l.Owner, l.Epoch, r.StateRevision)
+	if dry {
+		add(CheckLease, Passed, "free for %s at revision %d (not taken: checked first)", req.Owner, r.StateRevision)
+	} else {
+		add(CheckLease, Passed, "owner %s, epoch %d, revision %d", l.Owner, l.Epoch, r.StateRevision)
+	}
 	res.Run = r
 
 	refuse := func(name, format string, args ...any) (Result, error) {
 		detail := fmt.Sprintf(format, args...)
 		add(name, Failed, "%s", detail)
+		if dry {
+			return v.refuseDry(req, res, r, name, detail)
+		}
 		return v.refuse(ctx, req, res, r, l, name, detail)
 	}
 
@@ -277,6 +323,9 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 	}
 
 	// All passed: migrate if needed, then record the verification.
+	if dry {
+		return res, errDryPassed
+	}
 	if target != r.StateSchemaVersion {
 		from := r.StateSchemaVersion
 		r, err = v.Runs.Migrate(ctx, req.TenantID, req.RunID, l)
@@ -334,8 +383,23 @@ func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Ru
 	return res, fmt.Errorf("run %s: %w: %s", req.RunID, ErrRefused, res.Reason)
 }
 
+// refuseDry answers a refusal found by the dry pass: nothing was taken, so
+// nothing is given back or changed.
+func (v *Verifier) refuseDry(req Request, res Result, r run.Run, name, detail string) (Result, error) {
+	res.Refused, res.FailedCheck = true, name
+	res.Reason = fmt.Sprintf("resume refused: %s: %s", name, detail)
+	if len(res.Reason) > 4000 {
+		res.Reason = res.Reason[:4000]
+	}
+	res.Run, res.Lease = r, run.Lease{}
+	return res, fmt.Errorf("run %s: %w: %s", req.RunID, ErrRefused, res.Reason)
+}
+
 // abandon gives the lease back after an error that says nothing about the run.
 func (v *Verifier) abandon(ctx context.Context, req Request, l run.Lease, err error) error {
+	if l.ExpiresAt.IsZero() {
+		return err // a dry pass holds no lease
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_ = v.Runs.ReleaseLease(rctx, req.TenantID, req.RunID, l)

@@ -117,9 +117,10 @@ func expectRefused(t *testing.T, f fixture, id, check, detail string) {
 	}
 	r, _ := f.runs.Get(ctx, "t1", id)
 	if r.Status != before.Status || r.StatusReason != before.StatusReason || r.StateRevision != before.StateRevision ||
-		run.Digest(r.State) != run.Digest(before.State) || r.LeaseOwner != "" {
-		t.Fatalf("a refused resume changed the run: before %s %q rev %d, after %s %q rev %d lease %q",
-			before.Status, before.StatusReason, before.StateRevision, r.Status, r.StatusReason, r.StateRevision, r.LeaseOwner)
+		run.Digest(r.State) != run.Digest(before.State) || r.LeaseOwner != "" ||
+		r.LeaseEpoch != before.LeaseEpoch || !r.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Fatalf("a refused resume changed the run: before %s %q rev %d epoch %d, after %s %q rev %d lease %q epoch %d",
+			before.Status, before.StatusReason, before.StateRevision, before.LeaseEpoch, r.Status, r.StatusReason, r.StateRevision, r.LeaseOwner, r.LeaseEpoch)
 	}
 }
 
