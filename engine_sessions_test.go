@@ -9,12 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/sqlite"
-	"github.com/mementohq/memento/storetest"
 )
 
 // TestEmbeddedSessionsAndVaultKey: the embedded engine wires sessions with
@@ -78,8 +79,8 @@ func TestSharedBackendsNeedAKey(t *testing.T) {
 		name string
 		cfg  memento.Config
 	}{
-		{"postgres", memento.Config{DataDir: t.TempDir(), PostgresURL: storetest.PostgresURL(t)}},
-		{"redis", memento.Config{DataDir: t.TempDir(), RedisURL: storetest.RedisURL(t)}},
+		{"postgres", memento.Config{DataDir: t.TempDir(), PostgresURL: testenv.PostgresURL(t)}},
+		{"redis", memento.Config{DataDir: t.TempDir(), RedisURL: testenv.RedisURL(t)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := memento.Open(ctx, c.cfg)
@@ -122,8 +123,8 @@ func TestVaultEncryptedAtRest(t *testing.T) {
 	ctx := context.Background()
 	const email = "ann.secret@example.org"
 	t.Run("postgres", func(t *testing.T) {
-		schema, url := storetest.PostgresSchema(t)
-		eng, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), PostgresURL: url, PII: memento.PIIConfig{Key: storetest.PIIKey}})
+		schema, url := testenv.PostgresSchema(t)
+		eng, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), PostgresURL: url, PII: memento.PIIConfig{Key: testenv.PIIKey}})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
@@ -153,10 +154,10 @@ func TestVaultEncryptedAtRest(t *testing.T) {
 		}
 	})
 	t.Run("redis", func(t *testing.T) {
-		rdb, url := storetest.RedisClient(t)
-		tenant := storetest.RandomID("t-")
-		storetest.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
-		eng, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), RedisURL: url, PII: memento.PIIConfig{Key: storetest.PIIKey}})
+		rdb, url := testenv.RedisClient(t)
+		tenant := testenv.RandomID("t-")
+		testenv.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+		eng, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), RedisURL: url, PII: memento.PIIConfig{Key: testenv.PIIKey}})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
@@ -190,10 +191,10 @@ func TestVaultEncryptedAtRest(t *testing.T) {
 // other's sessions, messages and vault values, and nothing goes to a local file.
 func TestTwoInstancesOnOnePostgres(t *testing.T) {
 	ctx := context.Background()
-	url := storetest.PostgresURL(t)
+	url := testenv.PostgresURL(t)
 	open := func() (*memento.Engine, string) {
 		dir := t.TempDir()
-		e, err := memento.Open(ctx, memento.Config{DataDir: dir, PostgresURL: url, PII: memento.PIIConfig{Key: storetest.PIIKey}})
+		e, err := memento.Open(ctx, memento.Config{DataDir: dir, PostgresURL: url, PII: memento.PIIConfig{Key: testenv.PIIKey}})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
@@ -269,7 +270,7 @@ func TestNewWithWrappedStores(t *testing.T) {
 	defer ss.Close()
 	wrapped := &countingSessions{Store: ss}
 	st := memento.Stores{Runs: db, Ops: db, Sessions: wrapped, Vault: ss}
-	eng, err := memento.New(st, memento.Options{PII: memento.PIIConfig{Key: storetest.PIIKey}})
+	eng, err := memento.New(st, memento.Options{PII: memento.PIIConfig{Key: testenv.PIIKey}})
 	if err != nil {
 		t.Fatalf("new: %v", err)
 	}
@@ -299,10 +300,10 @@ func TestNewWithWrappedStores(t *testing.T) {
 // TestOpenRedisCluster: a cluster URL (several seed addresses) opens the
 // engine's sessions on the Redis Cluster.
 func TestOpenRedisCluster(t *testing.T) {
-	url := storetest.RedisClusterURL(t)
+	url := testenv.RedisClusterURL(t)
 	ctx := context.Background()
-	tenant := storetest.RandomID("t-")
-	eng, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), RedisURL: url, PII: memento.PIIConfig{Key: storetest.PIIKey}})
+	tenant := testenv.RandomID("t-")
+	eng, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), RedisURL: url, PII: memento.PIIConfig{Key: testenv.PIIKey}})
 	if err != nil {
 		t.Fatalf("open on the cluster: %v", err)
 	}

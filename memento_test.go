@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/store/memstore"
 	"github.com/mementohq/memento/store/tracestore"
-	"github.com/mementohq/memento/storetest"
 )
 
 // TestOpenBackends: the engine wires runs to the backend the config names,
@@ -26,8 +27,8 @@ func TestOpenBackends(t *testing.T) {
 		t.Run(string(backend), func(t *testing.T) {
 			cfg := memento.Config{DataDir: filepath.Join(t.TempDir(), "data"), MaxStateBytes: 64}
 			if backend == memento.BackendPostgres {
-				cfg.PostgresURL = storetest.PostgresURL(t)
-				cfg.PII.Key = storetest.PIIKey
+				cfg.PostgresURL = testenv.PostgresURL(t)
+				cfg.PII.Key = testenv.PIIKey
 			}
 			eng, err := memento.Open(ctx, cfg)
 			if err != nil {
@@ -85,7 +86,7 @@ func TestOpenFailsCleanly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Nothing listens on port 1: the error names PostgreSQL.
-	_, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), PostgresURL: "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2", PII: memento.PIIConfig{Key: storetest.PIIKey}})
+	_, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), PostgresURL: "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2", PII: memento.PIIConfig{Key: testenv.PIIKey}})
 	if err == nil || !strings.Contains(err.Error(), "postgres") {
 		t.Fatalf("unreachable postgres: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/store/faultstore"
-	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 func isEvent(eventType string) func(faultstore.Call) bool {
@@ -23,7 +23,7 @@ func TestResumeAfterLostVerificationCommit(t *testing.T) {
 	in := faultstore.New(1, faultstore.Rule{Method: "Commit", If: isEvent(resume.EventVerified), Action: faultstore.Lose, Times: 1})
 	f := setupFaults(t, in)
 	ctx := context.Background()
-	r := f.newRun(t, "lost", toolop.Control{})
+	r := f.newRun(t, "lost", control.Record{})
 	if _, err := f.resume("lost"); !errors.Is(err, faultstore.ErrInjected) {
 		t.Fatalf("first resume: %v, want the lost answer", err)
 	}
@@ -72,7 +72,7 @@ func TestResumeAfterLostLeaseTake(t *testing.T) {
 		If: func(c faultstore.Call) bool { return c.Args[2] == "w1" }})
 	f := setupFaults(t, in)
 	ctx := context.Background()
-	r := f.newRun(t, "lease", toolop.Control{})
+	r := f.newRun(t, "lease", control.Record{})
 	res, err := f.resume("lease")
 	if !errors.Is(err, faultstore.ErrInjected) || !res.Refused || res.FailedCheck != resume.CheckLease {
 		t.Fatalf("first resume: %v %+v, want the lease check to fail on the lost answer", err, res)

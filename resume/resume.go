@@ -10,6 +10,7 @@ import (
 
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 // ErrRefused is returned (wrapped) when a check fails; Result names it.
@@ -167,7 +168,7 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 		add(CheckSchema, Passed, "v%d is current", r.StateSchemaVersion)
 	}
 
-	ctl, hasCtl, err := toolop.ReadControl(r.State)
+	ctl, hasCtl, err := control.Read(r.State)
 	if err != nil {
 		return refuse(CheckArtifacts, "control object unreadable: %v", err)
 	}
@@ -309,7 +310,9 @@ func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Ru
 	if !req.SuspendOnRefusal {
 		res.Run = r
 		res.Lease = run.Lease{}
-		if err := v.Runs.ReleaseLease(context.WithoutCancel(ctx), req.TenantID, req.RunID, l); err != nil && !errors.Is(err, run.ErrLeaseLost) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := v.Runs.ReleaseLease(rctx, req.TenantID, req.RunID, l); err != nil && !errors.Is(err, run.ErrLeaseLost) {
 			return res, fmt.Errorf("resume run %s: release lease: %w", req.RunID, err)
 		}
 		return res, fmt.Errorf("run %s: %w: %s", req.RunID, ErrRefused, res.Reason)
@@ -333,9 +336,15 @@ func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Ru
 
 // abandon gives the lease back after an error that says nothing about the run.
 func (v *Verifier) abandon(ctx context.Context, req Request, l run.Lease, err error) error {
-	_ = v.Runs.ReleaseLease(context.WithoutCancel(ctx), req.TenantID, req.RunID, l)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_ = v.Runs.ReleaseLease(rctx, req.TenantID, req.RunID, l)
 	return err
 }
+
+// releaseTimeout bounds giving a lease back after the caller's context ended:
+// the release is worth trying, not worth waiting on (the lease expires anyway).
+const releaseTimeout = 5 * time.Second
 
 // checkEvents verifies the part of the log no resume verified before: from
 // the run's VerifiedSeq, seqs must follow without a gap up to the revision,
@@ -343,8 +352,8 @@ func (v *Verifier) abandon(ctx context.Context, req Request, l run.Lease, err er
 // head must be the last event's, and the last event's state must equal the
 // materialized run. Spend comes from the run's running totals; a run from
 // before totals were kept has its log summed (key "spend" of the payloads).
-func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (toolop.Spend, string, string, error) {
-	var total toolop.Spend
+func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (control.Spend, string, string, error) {
+	var total control.Spend
 	st := v.Runs.Store()
 	from := r.VerifiedSeq
 	if from < 0 || from > r.StateRevision {
@@ -406,8 +415,8 @@ func (v *Verifier) checkEvents(ctx context.Context, r run.Run) (toolop.Spend, st
 
 // sumSpend adds up the spend of every event payload, for a run from before
 // running totals were kept.
-func (v *Verifier) sumSpend(ctx context.Context, r run.Run) (toolop.Spend, error) {
-	var total toolop.Spend
+func (v *Verifier) sumSpend(ctx context.Context, r run.Run) (control.Spend, error) {
+	var total control.Spend
 	var after int64
 	for {
 		evs, err := v.Runs.Store().ListEvents(ctx, r.TenantID, r.RunID, after, run.MaxListLimit)
@@ -417,7 +426,7 @@ func (v *Verifier) sumSpend(ctx context.Context, r run.Run) (toolop.Spend, error
 		for _, ev := range evs {
 			after = ev.Seq
 			var p struct {
-				Spend *toolop.Spend `json:"spend"`
+				Spend *control.Spend `json:"spend"`
 			}
 			if len(ev.Payload) > 0 && json.Unmarshal(ev.Payload, &p) == nil && p.Spend != nil {
 				total = total.Add(*p.Spend)

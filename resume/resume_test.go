@@ -11,14 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/store/faultstore"
 	"github.com/mementohq/memento/store/memstore"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
-	"github.com/mementohq/memento/storetest"
 	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 type fixture struct {
@@ -69,10 +71,10 @@ func (d *divergent) GetRun(ctx context.Context, tenantID, runID string) (run.Run
 
 // newRun makes a run with one committed step and a control object, leaves it
 // with no lease, and returns it.
-func (f fixture) newRun(t *testing.T, id string, ctl toolop.Control) run.Run {
+func (f fixture) newRun(t *testing.T, id string, ctl control.Record) run.Run {
 	t.Helper()
 	ctx := context.Background()
-	state, _ := toolop.WriteControl(json.RawMessage(`{"a":1}`), ctl)
+	state, _ := control.Write(json.RawMessage(`{"a":1}`), ctl)
 	r, _, err := f.runs.Create(ctx, "t1", run.CreateRequest{RunID: id, WorkflowName: "wf", WorkflowVersion: "1", State: state, NextStep: "s1"}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +126,7 @@ func expectRefused(t *testing.T, f fixture, id, check, detail string) {
 // The workflow engine asks a refusal to suspend the run with the reason.
 func TestResumeSuspendOnRefusal(t *testing.T) {
 	f := setup(t)
-	before := f.newRun(t, "susp", toolop.Control{Artifacts: []toolop.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
+	before := f.newRun(t, "susp", control.Record{Artifacts: []control.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
 	res, err := f.v.Resume(context.Background(), resume.Request{TenantID: "t1", RunID: "susp", Owner: "w1", LeaseTTL: time.Minute, SuspendOnRefusal: true})
 	if !errors.Is(err, resume.ErrRefused) || res.FailedCheck != resume.CheckArtifacts {
 		t.Fatalf("resume: %v %q", err, res.FailedCheck)
@@ -137,7 +139,7 @@ func TestResumeSuspendOnRefusal(t *testing.T) {
 
 func TestResumePasses(t *testing.T) {
 	f := setup(t)
-	f.newRun(t, "ok", toolop.Control{Budget: toolop.Budget{MaxSteps: 5}, Spent: toolop.Spend{Steps: 1}})
+	f.newRun(t, "ok", control.Record{Budget: control.Budget{MaxSteps: 5}, Spent: control.Spend{Steps: 1}})
 	res, err := f.resume("ok")
 	if err != nil || res.Refused || res.Run.Status != run.StatusRunning || res.Lease.Owner != "w1" {
 		t.Fatalf("resume: %+v %v", res, err)
@@ -161,7 +163,7 @@ func TestResumePasses(t *testing.T) {
 
 func TestResumeRevisionCheck(t *testing.T) {
 	f := setup(t)
-	r := f.newRun(t, "rev", toolop.Control{})
+	r := f.newRun(t, "rev", control.Record{})
 	_, err := f.v.Resume(context.Background(), resume.Request{TenantID: "t1", RunID: "rev", Owner: "w1", LeaseTTL: time.Minute, ExpectedRevision: r.StateRevision - 1})
 	if !errors.Is(err, run.ErrRevisionConflict) {
 		t.Fatalf("stale expected revision: %v", err)
@@ -175,7 +177,7 @@ func TestResumeRevisionCheck(t *testing.T) {
 // The materialized state no longer matches the last event's snapshot.
 func TestResumeRefusesDivergedState(t *testing.T) {
 	f := setup(t)
-	f.newRun(t, "div", toolop.Control{})
+	f.newRun(t, "div", control.Record{})
 	f.db.set("div", json.RawMessage(`{"a":2}`))
 	expectRefused(t, f, "div", resume.CheckEvents, "differs from the snapshot")
 }
@@ -183,10 +185,10 @@ func TestResumeRefusesDivergedState(t *testing.T) {
 func TestResumeRefusesBudgetMismatch(t *testing.T) {
 	f := setup(t)
 	// The state claims less spend than the log recorded.
-	r := f.newRun(t, "budget", toolop.Control{Budget: toolop.Budget{MaxTokens: 100}, Spent: toolop.Spend{Tokens: 10}})
+	r := f.newRun(t, "budget", control.Record{Budget: control.Budget{MaxTokens: 100}, Spent: control.Spend{Tokens: 10}})
 	ctx := context.Background()
 	l, _ := f.runs.AcquireLease(ctx, "t1", "budget", "w0", 0, time.Minute)
-	state, _ := toolop.WriteControl(r.State, toolop.Control{Budget: toolop.Budget{MaxTokens: 100}, Spent: toolop.Spend{Tokens: 10}})
+	state, _ := control.Write(r.State, control.Record{Budget: control.Budget{MaxTokens: 100}, Spent: control.Spend{Tokens: 10}})
 	if _, _, err := f.runs.Commit(ctx, "t1", "budget", run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: state, NextStep: "s3",
 		Event: run.EventInput{EventType: "step.completed", StepID: "s2", Payload: json.RawMessage(`{"spend":{"tokens":50}}`)}}); err != nil {
 		t.Fatal(err)
@@ -197,17 +199,17 @@ func TestResumeRefusesBudgetMismatch(t *testing.T) {
 
 func TestResumeRefusesArtifactsAndContracts(t *testing.T) {
 	f := setup(t)
-	f.newRun(t, "art", toolop.Control{Artifacts: []toolop.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
+	f.newRun(t, "art", control.Record{Artifacts: []control.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
 	expectRefused(t, f, "art", resume.CheckArtifacts, "no resolver")
 	f.v.Artifacts = func(ctx context.Context, uri string) (string, error) { return "sha256:2", nil }
-	f.newRun(t, "art2", toolop.Control{Artifacts: []toolop.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
+	f.newRun(t, "art2", control.Record{Artifacts: []control.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
 	expectRefused(t, f, "art2", resume.CheckArtifacts, "changed")
 	f.v.Artifacts = func(ctx context.Context, uri string) (string, error) { return "sha256:1", nil }
 	_ = f.ops.RegisterTool(toolop.Tool{Name: "pay", ContractVersion: "v2"})
-	f.newRun(t, "tool", toolop.Control{Artifacts: []toolop.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}, Tools: map[string]string{"pay": "v1"}})
+	f.newRun(t, "tool", control.Record{Artifacts: []control.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}, Tools: map[string]string{"pay": "v1"}})
 	expectRefused(t, f, "tool", resume.CheckToolContracts, "contract is v2")
 	f.v.Workflows = func(name, version string) (bool, error) { return true, errors.New("this code runs v2") }
-	f.newRun(t, "wfv", toolop.Control{})
+	f.newRun(t, "wfv", control.Record{})
 	expectRefused(t, f, "wfv", resume.CheckWorkflow, "this code runs v2")
 }
 
@@ -231,7 +233,7 @@ func backends(t *testing.T) map[string]struct {
 		exec func(q string) error
 	}{&resume.Verifier{Runs: run.NewService(db, run.Options{}), Ops: toolop.NewService(db, nil)},
 		func(q string) error { _, err := db.SQL().Exec(q); return err }}
-	pg, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
+	pg, err := postgres.Open(context.Background(), testenv.PostgresURL(t))
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}
@@ -249,8 +251,8 @@ func backends(t *testing.T) map[string]struct {
 func commitSteps(t *testing.T, runs *run.Service, id string, n int) run.Run {
 	t.Helper()
 	ctx := context.Background()
-	ctl := toolop.Control{Budget: toolop.Budget{MaxSteps: 1000}}
-	state, _ := toolop.WriteControl(json.RawMessage(`{"i":0,"blob":"`+strings.Repeat("x", 4096)+`"}`), ctl)
+	ctl := control.Record{Budget: control.Budget{MaxSteps: 1000}}
+	state, _ := control.Write(json.RawMessage(`{"i":0,"blob":"`+strings.Repeat("x", 4096)+`"}`), ctl)
 	r, _, err := runs.Create(ctx, "t1", run.CreateRequest{RunID: id, WorkflowName: "wf", State: state}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +263,7 @@ func commitSteps(t *testing.T, runs *run.Service, id string, n int) run.Run {
 	}
 	for i := 1; i <= n; i++ {
 		ctl.Spent.Steps++
-		state, _ = toolop.WriteControl(json.RawMessage(`{"i":`+strconv.Itoa(i)+`,"blob":"`+strings.Repeat("x", 4096)+`"}`), ctl)
+		state, _ = control.Write(json.RawMessage(`{"i":`+strconv.Itoa(i)+`,"blob":"`+strings.Repeat("x", 4096)+`"}`), ctl)
 		r, _, err = runs.Commit(ctx, "t1", id, run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: state,
 			NextStep: "s" + strconv.Itoa(i+1), Event: run.EventInput{EventType: "step.completed", StepID: "s" + strconv.Itoa(i),
 				Payload: json.RawMessage(`{"spend":{"steps":1}}`)}})

@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/client"
 	"github.com/mementohq/memento/server"
-	"github.com/mementohq/memento/storetest"
 )
 
 // pgProxy is a loopback TCP proxy in front of the tests' PostgreSQL, so a
@@ -148,7 +149,7 @@ func (p *pgProxy) close() {
 // proxiedEngine opens an engine on a fresh schema reached through a proxy.
 func proxiedEngine(t *testing.T) (*memento.Engine, *pgProxy, string) {
 	t.Helper()
-	direct := storetest.PostgresURL(t)
+	direct := testenv.PostgresURL(t)
 	u, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +158,7 @@ func proxiedEngine(t *testing.T) (*memento.Engine, *pgProxy, string) {
 	u.Host = p.ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eng, err := memento.Open(ctx, memento.Config{PostgresURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}})
+	eng, err := memento.Open(ctx, memento.Config{PostgresURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: testenv.PIIKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,10 +274,10 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 // 503 overloaded at once, and once the lock is released the timed-out
 // commit was not applied.
 func TestHungDatabaseHitsTheDeadline(t *testing.T) {
-	direct := storetest.PostgresURL(t)
+	direct := testenv.PostgresURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eng, err := memento.Open(ctx, memento.Config{PostgresURL: direct, DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}})
+	eng, err := memento.Open(ctx, memento.Config{PostgresURL: direct, DataDir: t.TempDir(), PII: memento.PIIConfig{Key: testenv.PIIKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,9 +346,9 @@ func TestHungDatabaseHitsTheDeadline(t *testing.T) {
 // TestUnreachableRedisIs503: sessions on a Redis that is cut off answer
 // 503 unavailable with Retry-After, not 500.
 func TestUnreachableRedisIs503(t *testing.T) {
-	rdb, redisURL := storetest.RedisClient(t)
-	tenant := storetest.RandomID("t-")
-	storetest.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+	rdb, redisURL := testenv.RedisClient(t)
+	tenant := testenv.RandomID("t-")
+	testenv.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
 	u, err := url.Parse(redisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +357,7 @@ func TestUnreachableRedisIs503(t *testing.T) {
 	u.Host = p.ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}})
+	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: testenv.PIIKey}})
 	if err != nil {
 		t.Fatal(err)
 	}

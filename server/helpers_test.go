@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/client"
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/server"
-	"github.com/mementohq/memento/storetest"
 )
 
 var backends = []string{"sqlite", "postgres"}
@@ -38,12 +39,12 @@ func openEngine(t testing.TB, backend string, cfg memento.Config) *memento.Engin
 	// the PII vault key) live there even when runs are on PostgreSQL.
 	cfg.DataDir = t.TempDir()
 	if len(cfg.PII.Key) == 0 {
-		cfg.PII.Key = storetest.PIIKey // shared backends refuse to start without one
+		cfg.PII.Key = testenv.PIIKey // shared backends refuse to start without one
 	}
 	switch backend {
 	case "sqlite":
 	case "postgres":
-		cfg.PostgresURL = storetest.PostgresURL(t)
+		cfg.PostgresURL = testenv.PostgresURL(t)
 	default:
 		t.Fatalf("unknown backend %q", backend)
 	}

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/server"
-	"github.com/mementohq/memento/storetest"
 )
 
 // TestHostileInput sends every route of the server's route table (so a new
@@ -35,15 +36,15 @@ func TestHostileInput(t *testing.T) {
 func hostile(t *testing.T, backend string) {
 	ctx := context.Background()
 	// Shared backends refuse to start without a vault key.
-	cfg := memento.Config{DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}}
-	tenant := storetest.RandomID("t-")
+	cfg := memento.Config{DataDir: t.TempDir(), PII: memento.PIIConfig{Key: testenv.PIIKey}}
+	tenant := testenv.RandomID("t-")
 	switch backend {
 	case "postgres":
-		cfg.PostgresURL = storetest.PostgresURL(t)
+		cfg.PostgresURL = testenv.PostgresURL(t)
 	case "redis":
-		rdb, u := storetest.RedisClient(t)
+		rdb, u := testenv.RedisClient(t)
 		cfg.RedisURL = u
-		storetest.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+		testenv.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
 	}
 	eng, err := memento.Open(ctx, cfg)
 	if err != nil {

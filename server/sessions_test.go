@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
@@ -18,7 +20,6 @@ import (
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/sqlite"
-	"github.com/mementohq/memento/storetest"
 )
 
 // sessionBackends are the stores sessions can live on.
@@ -43,15 +44,15 @@ const (
 
 func newSessionEnv(t *testing.T, backend string, sessOpts session.Options) *sessionEnv {
 	t.Helper()
-	tenant := storetest.RandomID("t-")
-	cfg := memento.Config{DataDir: t.TempDir(), Sessions: sessOpts, PII: memento.PIIConfig{Key: storetest.PIIKey}}
+	tenant := testenv.RandomID("t-")
+	cfg := memento.Config{DataDir: t.TempDir(), Sessions: sessOpts, PII: memento.PIIConfig{Key: testenv.PIIKey}}
 	var rdb *goredis.Client
 	if backend == "redis" {
-		rdb, cfg.RedisURL = storetest.RedisClient(t)
-		storetest.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+		rdb, cfg.RedisURL = testenv.RedisClient(t)
+		testenv.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
 	}
 	if backend == "postgres" {
-		cfg.PostgresURL = storetest.PostgresURL(t)
+		cfg.PostgresURL = testenv.PostgresURL(t)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -46,52 +46,6 @@ func TestRequestDigestCanonical(t *testing.T) {
 	}
 }
 
-func TestControlRoundTrip(t *testing.T) {
-	c, found, err := toolop.ReadControl(json.RawMessage(`{"x":1}`))
-	if err != nil || found || c.Budget != (toolop.Budget{}) {
-		t.Fatalf("no control: %+v %v %v", c, found, err)
-	}
-	c.Budget.MaxSteps = 3
-	c.SetGuard(toolop.ApprovalGuard{StepID: "approve", RequestDigest: "d1"})
-	c.SetGuard(toolop.ApprovalGuard{StepID: "approve", RequestDigest: "d2"})
-	st, err := toolop.WriteControl(json.RawMessage(`{"x":1}`), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, found, err := toolop.ReadControl(st)
-	if err != nil || !found || back.Budget.MaxSteps != 3 || len(back.Approvals) != 1 || back.Approvals[0].RequestDigest != "d2" {
-		t.Fatalf("round trip: %+v %v %v (%s)", back, found, err, st)
-	}
-	var top map[string]any
-	_ = json.Unmarshal(st, &top)
-	if top["x"] != float64(1) {
-		t.Fatalf("user state lost: %s", st)
-	}
-	if _, _, err := toolop.ReadControl(json.RawMessage(`{"_memento":"nope"}`)); !errors.Is(err, toolop.ErrInvalidInput) {
-		t.Fatalf("bad control: %v", err)
-	}
-}
-
-func TestBudget(t *testing.T) {
-	b := toolop.Budget{MaxSteps: 5, MaxTokens: 100, MaxCostMicros: 1000, MaxWallMS: 50}
-	if ex := b.Exhausted(toolop.Spend{Steps: 4, Tokens: 99, CostMicros: 999, WallMS: 49}); ex != "" {
-		t.Fatalf("exhausted early: %s", ex)
-	}
-	for s, want := range map[toolop.Spend]string{
-		{Steps: 5}:        "steps 5 of 5",
-		{Tokens: 100}:     "tokens 100 of 100",
-		{CostMicros: 1e3}: "cost 1000 of 1000 micros",
-		{WallMS: 60}:      "wall time 60 of 50 ms",
-	} {
-		if got := b.Exhausted(s); got != want {
-			t.Errorf("%+v: %q, want %q", s, got, want)
-		}
-	}
-	if r := (toolop.Budget{MaxTokens: 10}).Remaining(toolop.Spend{Tokens: 4}); r.Tokens != 6 || r.Steps != -1 {
-		t.Fatalf("remaining %+v", r)
-	}
-}
-
 func TestApprovalCheck(t *testing.T) {
 	now := time.Now()
 	a := toolop.Approval{ApprovalID: "a", RequestDigest: "d", Status: toolop.ApprovalApproved, ExpiresAt: now.Add(time.Minute)}

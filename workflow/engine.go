@@ -16,6 +16,7 @@ import (
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 // Event types the engine commits.
@@ -164,7 +165,7 @@ func (e *Engine) Start(ctx context.Context, workflow, runID string, input any) (
 		}
 		state = b
 	}
-	state, err := toolop.WriteControl(state, toolop.Control{Budget: w.Budget})
+	state, err := control.Write(state, control.Record{Budget: w.Budget})
 	if err != nil {
 		return run.Run{}, false, fmt.Errorf("start %s: %w", workflow, err)
 	}
@@ -279,7 +280,11 @@ func (e *Engine) drive(ctx context.Context, runID string, known *run.Run) (run.R
 }
 
 func (e *Engine) release(ctx context.Context, runID string, l run.Lease) {
-	_ = e.runs.ReleaseLease(context.WithoutCancel(ctx), e.opts.Tenant, runID, l)
+	// Worth trying after the caller gave up, not worth waiting on: the lease
+	// expires anyway.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = e.runs.ReleaseLease(rctx, e.opts.Tenant, runID, l)
 }
 
 // execute runs steps under the lease, renewing it in the background, until
@@ -337,7 +342,7 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 
 // runStep executes the run's next step and commits its outcome.
 func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Lease) (run.Run, error) {
-	ctl, _, err := toolop.ReadControl(r.State)
+	ctl, _, err := control.Read(r.State)
 	if err != nil {
 		return e.commit(ctx, r, l, r.State, r.NextStep, run.StatusSuspended, "state control object unreadable: "+err.Error(), EventStepSuspended, "", 0, nil)
 	}
@@ -352,7 +357,7 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	if err := json.Unmarshal(r.State, &top); err != nil {
 		return r, fmt.Errorf("run %s: state: %w", r.RunID, err)
 	}
-	delete(top, toolop.ControlKey)
+	delete(top, control.Key)
 	sc := &StepContext{e: e, run: r, step: step.Name, attempt: ctl.Attempt, state: top, ctl: ctl}
 	t0 := time.Now()
 	serr := safeRun(e.withHooks(ctx), step, sc)
@@ -381,7 +386,7 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 		ctl.Spent = ctl.Spent.Add(sc.spend)
 		ctl.Tools, ctl.Approvals, ctl.Artifacts = sc.ctl.Tools, sc.ctl.Approvals, sc.ctl.Artifacts
 		ctl.Wait = susp.wait
-		state, err := toolop.WriteControl(r.State, ctl)
+		state, err := control.Write(r.State, ctl)
 		if err != nil {
 			return r, err
 		}
@@ -399,7 +404,7 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 		if ctl.Attempt >= max {
 			status, reason = run.StatusFailed, fmt.Sprintf("step %s failed after %d attempts: %v", step.Name, ctl.Attempt, serr)
 		}
-		state, err := toolop.WriteControl(r.State, ctl)
+		state, err := control.Write(r.State, ctl)
 		if err != nil {
 			return r, err
 		}
@@ -420,7 +425,7 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	if err != nil {
 		return r, fmt.Errorf("run %s: encode state: %w", r.RunID, err)
 	}
-	state, err := toolop.WriteControl(b, sc.ctl)
+	state, err := control.Write(b, sc.ctl)
 	if err != nil {
 		return r, err
 	}

@@ -6,11 +6,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/store/memstore"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
-	"github.com/mementohq/memento/storetest"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -38,7 +39,7 @@ func sqliteEnv(t *testing.T) env {
 }
 
 func postgresEnv(t *testing.T) env {
-	db, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
+	db, err := postgres.Open(context.Background(), testenv.PostgresURL(t))
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}

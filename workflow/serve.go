@@ -13,6 +13,7 @@ import (
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 // Serve is the recovery loop: until ctx ends it looks for runs of registered
@@ -108,7 +109,7 @@ func (e *Engine) Due(ctx context.Context) ([]string, error) {
 // event came later) differs and survives the acknowledgement.
 func (e *Engine) due(ctx context.Context, ack bool) ([]dueRun, error) {
 	var due []dueRun
-	q := run.RecoveryQuery{Now: e.ops.Now(), ControlKey: toolop.ControlKey, Limit: run.MaxListLimit}
+	q := run.RecoveryQuery{Now: e.ops.Now(), ControlKey: control.Key, Limit: run.MaxListLimit}
 	for {
 		page, err := e.runs.Store().ListRecoverable(ctx, e.opts.Tenant, q)
 		if err != nil {
@@ -145,19 +146,19 @@ func (e *Engine) ack(ctx context.Context, runID string, w []run.Wakeup) {
 
 // controlOf decodes the control object as the store returned it (nil when
 // the state has none).
-func controlOf(raw json.RawMessage) (toolop.Control, error) {
-	var c toolop.Control
+func controlOf(raw json.RawMessage) (control.Record, error) {
+	var c control.Record
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return c, nil
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return toolop.Control{}, fmt.Errorf("state.%s: %w", toolop.ControlKey, err)
+		return control.Record{}, fmt.Errorf("state.%s: %w", control.Key, err)
 	}
 	return c, nil
 }
 
 // settled tells whether what a suspended run waits for has happened.
-func (e *Engine) settled(ctx context.Context, tn, runID, reason string, ctl toolop.Control) bool {
+func (e *Engine) settled(ctx context.Context, tn, runID, reason string, ctl control.Record) bool {
 	if w := ctl.Wait; w != nil {
 		switch w.Kind {
 		case "approval":
@@ -189,7 +190,7 @@ func (e *Engine) settled(ctx context.Context, tn, runID, reason string, ctl tool
 	return false
 }
 
-func (e *Engine) guardsValid(ctx context.Context, tn, runID string, ctl toolop.Control) bool {
+func (e *Engine) guardsValid(ctx context.Context, tn, runID string, ctl control.Record) bool {
 	for _, g := range ctl.Approvals {
 		if g.OperationID != "" {
 			if op, err := e.ops.Get(ctx, tn, g.OperationID); err == nil && op.Status.Final() {
@@ -209,6 +210,6 @@ func (e *Engine) Ready(ctx context.Context, r run.Run) bool {
 	if r.Status != run.StatusSuspended {
 		return false
 	}
-	ctl, _, err := toolop.ReadControl(r.State)
+	ctl, _, err := control.Read(r.State)
 	return err == nil && e.settled(ctx, r.TenantID, r.RunID, r.StatusReason, ctl)
 }

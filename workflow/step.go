@@ -9,6 +9,7 @@ import (
 
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 // StepContext is what a step sees: the run's state, the ledger and the
@@ -19,13 +20,13 @@ type StepContext struct {
 	step    string
 	attempt int
 	state   map[string]json.RawMessage
-	ctl     toolop.Control
+	ctl     control.Record
 
 	next     string
 	nextSet  bool
 	complete bool
 	failRun  string
-	spend    toolop.Spend
+	spend    control.Spend
 	ops      []string
 	suspend  *suspension
 }
@@ -56,7 +57,7 @@ func (sc *StepContext) Get(key string, v any) (found bool, err error) {
 
 // Set replaces the state field key; it is committed with the step.
 func (sc *StepContext) Set(key string, v any) error {
-	if key == toolop.ControlKey {
+	if key == control.Key {
 		return fmt.Errorf("%w: %s", ErrReservedKey, key)
 	}
 	b, err := json.Marshal(v)
@@ -90,10 +91,10 @@ func (sc *StepContext) AddArtifact(uri, digest string) {
 			return
 		}
 	}
-	sc.ctl.Artifacts = append(sc.ctl.Artifacts, toolop.ArtifactRef{URI: uri, Digest: digest})
+	sc.ctl.Artifacts = append(sc.ctl.Artifacts, control.ArtifactRef{URI: uri, Digest: digest})
 }
 
-func (sc *StepContext) suspendWith(reason string, w *toolop.Wait) error {
+func (sc *StepContext) suspendWith(reason string, w *control.Wait) error {
 	sc.suspend = &suspension{reason: reason, wait: w}
 	return sc.suspend
 }
@@ -118,7 +119,7 @@ func (sc *StepContext) Approve(ctx context.Context, spec ApprovalSpec) (toolop.A
 	a, err := ops.ValidApproval(ctx, tn, id, sc.step, digest)
 	switch {
 	case err == nil:
-		sc.ctl.SetGuard(toolop.ApprovalGuard{StepID: sc.step, RequestDigest: digest})
+		sc.ctl.SetGuard(control.ApprovalGuard{StepID: sc.step, RequestDigest: digest})
 		return a, nil
 	case errors.Is(err, toolop.ErrApprovalRejected) && a.RequestDigest == digest:
 		return a, fmt.Errorf("%w: %s by %s: %s", ErrRejected, a.ApprovalID, a.DecidedBy, a.Reason)
@@ -146,7 +147,7 @@ func (sc *StepContext) Approve(ctx context.Context, spec ApprovalSpec) (toolop.A
 		}
 	}
 	return a, sc.suspendWith(fmt.Sprintf("waiting for approval %s of step %s", a.ApprovalID, sc.step),
-		&toolop.Wait{Kind: "approval", ApprovalID: a.ApprovalID, StepID: sc.step})
+		&control.Wait{Kind: "approval", ApprovalID: a.ApprovalID, StepID: sc.step})
 }
 
 // Call performs a side effect through the operation ledger, at most once:
@@ -198,7 +199,7 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 			if rec.Answer == toolop.NotAuthoritative {
 				return rec.Operation, sc.suspendWith(
 					fmt.Sprintf("operation %s (%s) is unknown: %s; resolve it by hand", op.OperationID, op.ToolName, rec.Detail),
-					&toolop.Wait{Kind: "operation", OperationID: op.OperationID})
+					&control.Wait{Kind: "operation", OperationID: op.OperationID})
 			}
 			op = rec.Operation
 			continue
@@ -211,7 +212,7 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 		if call.RequireApproval != "" {
 			if _, err := ops.ValidApproval(ctx, tn, sc.run.RunID, call.RequireApproval, digest); err != nil {
 				return op, sc.suspendWith(fmt.Sprintf("operation %s needs a valid approval of step %s: %v", op.OperationID, call.RequireApproval, err),
-					&toolop.Wait{Kind: "approval_guard", StepID: call.RequireApproval})
+					&control.Wait{Kind: "approval_guard", StepID: call.RequireApproval})
 			}
 		}
 		if op, err = ops.Start(ctx, tn, op.OperationID); err != nil {
@@ -221,7 +222,10 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 		reply, serr := call.Send(ctx, op.IdempotencyKey())
 		// What the tool answered is recorded even if our context ended meanwhile
 		// (lease lost, shutdown): the ledger's guarded transitions keep it safe.
-		rec := context.WithoutCancel(ctx)
+		// Bounded: a store that does not answer leaves the operation started,
+		// and the recovery loop reconciles it.
+		rec, cancelRec := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancelRec()
 		var rej *rejection
 		switch {
 		case serr == nil:
@@ -250,3 +254,7 @@ func (sc *StepContext) addOp(id string) {
 	}
 	sc.ops = append(sc.ops, id)
 }
+
+// recordTimeout bounds recording a tool's answer after the step's context
+// ended (lease lost, shutdown).
+const recordTimeout = 10 * time.Second

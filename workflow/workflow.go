@@ -9,6 +9,7 @@ import (
 
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 // Sentinel errors callers branch on.
@@ -41,7 +42,7 @@ type Workflow struct {
 	SchemaVersion int
 	Steps         []Step
 	// Budget limits each run; zero fields are unlimited.
-	Budget toolop.Budget
+	Budget control.Budget
 }
 
 func (w *Workflow) step(name string) (Step, int, bool) {
@@ -79,7 +80,7 @@ func (w *Workflow) validate() error {
 // suspension is returned through a step to make the engine suspend the run.
 type suspension struct {
 	reason string
-	wait   *toolop.Wait
+	wait   *control.Wait
 }
 
 func (s *suspension) Error() string { return "suspend: " + s.reason }

@@ -14,6 +14,7 @@ import (
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 	"github.com/mementohq/memento/workflow"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 var errTransport = errors.New("read tcp: connection reset by peer")
@@ -118,7 +119,7 @@ func TestCommittedStepNeverRedecided(t *testing.T) {
 		if sends, _ := p.counts(); sends != 1 {
 			t.Fatalf("%d sends, want 1", sends)
 		}
-		ctl, _, _ := toolop.ReadControl(r.State)
+		ctl, _, _ := control.Read(r.State)
 		if ctl.Spent.Steps != 2 || ctl.Spent.Tokens != 100 || ctl.Spent.CostMicros != 5 || ctl.Tools["pay"] != "v1" {
 			t.Fatalf("control after completion: %+v", ctl)
 		}
@@ -469,7 +470,7 @@ func TestBudgetExhaustion(t *testing.T) {
 				return nil
 			}}
 		}
-		w := workflow.Workflow{Name: "budget", Version: "1", Budget: toolop.Budget{MaxTokens: 1000, MaxSteps: 10},
+		w := workflow.Workflow{Name: "budget", Version: "1", Budget: control.Budget{MaxTokens: 1000, MaxSteps: 10},
 			Steps: []workflow.Step{step("a"), step("b"), step("c")}}
 		eng := newEngine(t, e, p, workflow.Options{}, w)
 		ctx := context.Background()

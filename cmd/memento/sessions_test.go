@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/client"
 	"github.com/mementohq/memento/session"
-	"github.com/mementohq/memento/storetest"
 )
 
 func TestSessionsCommands(t *testing.T) {
@@ -54,14 +55,14 @@ func TestSessionsCommands(t *testing.T) {
 
 // TestServeRedisSessions: `serve --redis URL` keeps sessions in Redis.
 func TestServeRedisSessions(t *testing.T) {
-	rdb, redisURL := storetest.RedisClient(t)
-	h := storetest.RandomID("")
+	rdb, redisURL := testenv.RedisClient(t)
+	h := testenv.RandomID("")
 	sid, user := "cli-"+h, "u-"+h
 	tag := "memento:{t:default:s:" + sid + "}"
 	index := "memento:{t:default:u:" + user + "}:ix"
 	defer rdb.Del(context.Background(), tag, index)
 
-	t.Setenv(envPIIKey, storetest.PIIKeyHex) // a shared backend needs a vault key
+	t.Setenv(envPIIKey, testenv.PIIKeyHex) // a shared backend needs a vault key
 	addr, logs, stop := startServe(t, "--data", t.TempDir(), "--redis", redisURL)
 	backend := ""
 	for _, l := range logs {
@@ -89,8 +90,8 @@ func TestServeRedisSessions(t *testing.T) {
 func TestServeSharedBackendNeedsKey(t *testing.T) {
 	t.Setenv(envPIIKey, "")
 	for _, args := range [][]string{
-		{"--postgres", storetest.PostgresURL(t)},
-		{"--redis", storetest.RedisURL(t)},
+		{"--postgres", testenv.PostgresURL(t)},
+		{"--redis", testenv.RedisURL(t)},
 	} {
 		_, _, err := execute(t, t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir()}, args...)...)
 		if err == nil || !strings.Contains(err.Error(), "openssl rand -hex 32") || !strings.Contains(err.Error(), envPIIKey) {
@@ -102,6 +103,6 @@ func TestServeSharedBackendNeedsKey(t *testing.T) {
 		t.Fatalf("serve with a malformed key: %v", err)
 	}
 	t.Setenv(envPIIKey, "")
-	_, _, stop := startServe(t, "--data", t.TempDir(), "--postgres", storetest.PostgresURL(t), "--pii-redaction=false")
+	_, _, stop := startServe(t, "--data", t.TempDir(), "--postgres", testenv.PostgresURL(t), "--pii-redaction=false")
 	stop()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 	"github.com/mementohq/memento/workflow"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 // DemoConfig drives N refund runs to an end.
@@ -121,7 +122,7 @@ func allSettled(ctx context.Context, eng *workflow.Engine, runs *run.Service, te
 			if eng.Ready(ctx, r) {
 				return false, nil
 			}
-			ctl, _, _ := toolop.ReadControl(r.State)
+			ctl, _, _ := control.Read(r.State)
 			if manual && ctl.Wait != nil && ctl.Wait.Kind == "approval" {
 				return false, nil
 			}

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/examples/refund"
 	"github.com/mementohq/memento/run"
-	"github.com/mementohq/memento/storetest"
 )
 
 var (
@@ -97,7 +98,7 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	p := &proc{out: newLockedBuffer(), errb: newLockedBuffer(), done: make(chan struct{})}
 	p.cmd = exec.Command(mementoBin(t), args...)
 	// A shared backend refuses to start without a vault key.
-	p.cmd.Env = append(append(os.Environ(), "MEMENTO_PII_KEY="+storetest.PIIKeyHex), env...)
+	p.cmd.Env = append(append(os.Environ(), "MEMENTO_PII_KEY="+testenv.PIIKeyHex), env...)
 	// A working directory of its own: nothing a child writes by default
 	// (./memento-data) may land in the source tree.
 	p.cmd.Dir = t.TempDir()
@@ -204,8 +205,8 @@ func sqliteBackend(t *testing.T) backend {
 
 func postgresBackend(t *testing.T) backend {
 	t.Helper()
-	url := storetest.PostgresURL(t)
-	return backend{name: "postgres", args: []string{"--postgres", url}, cfg: memento.Config{PostgresURL: url, DataDir: t.TempDir(), PII: memento.PIIConfig{Key: storetest.PIIKey}}}
+	url := testenv.PostgresURL(t)
+	return backend{name: "postgres", args: []string{"--postgres", url}, cfg: memento.Config{PostgresURL: url, DataDir: t.TempDir(), PII: memento.PIIConfig{Key: testenv.PIIKey}}}
 }
 
 // open opens the backend in the test process, to inspect what the demo left.

@@ -12,6 +12,7 @@ import (
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 	"github.com/mementohq/memento/workflow"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 // Names of the workflow, its tool and its steps.
@@ -88,7 +89,7 @@ func Workflow(c *Client, opts Options) workflow.Workflow {
 	}
 	return workflow.Workflow{
 		Name: WorkflowName, Version: WorkflowVersion, SchemaVersion: SchemaVersion,
-		Budget: toolop.Budget{MaxSteps: 20, MaxTokens: 20000, MaxCostMicros: 200000},
+		Budget: control.Budget{MaxSteps: 20, MaxTokens: 20000, MaxCostMicros: 200000},
 		Steps: []workflow.Step{
 			{Name: StepLookup, Run: func(ctx context.Context, sc *workflow.StepContext) error {
 				var id string

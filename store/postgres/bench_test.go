@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/run"
-	"github.com/mementohq/memento/storetest"
 )
 
 // Quick checks of the commit hot path. BenchmarkCommit* go through
@@ -23,7 +24,7 @@ const benchState = `{"order_id":"o-123","amount_cents":4200,"currency":"EUR","st
 
 func openBenchDB(b *testing.B) *DB {
 	b.Helper()
-	conn := storetest.WithPostgresParam(storetest.PostgresURL(b), "pool_max_conns", "16")
+	conn := testenv.WithPostgresParam(testenv.PostgresURL(b), "pool_max_conns", "16")
 	db, err := Open(context.Background(), conn)
 	if err != nil {
 		b.Fatalf("open postgres store: %v", err)

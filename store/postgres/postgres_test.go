@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/run"
 	migratepkg "github.com/mementohq/memento/store/internal/migrate"
 	"github.com/mementohq/memento/storetest"
@@ -66,7 +68,7 @@ func commitReq(rev int64, l run.Lease, n int) run.StoreCommit {
 }
 
 func TestMigrationsLandInTestSchema(t *testing.T) {
-	schema, conn := storetest.PostgresSchema(t)
+	schema, conn := testenv.PostgresSchema(t)
 	ctx := ctxT(t)
 	// Several instances starting at once serialize on the advisory lock.
 	var wg sync.WaitGroup
@@ -135,7 +137,7 @@ func TestOpenFailsOnMissingSchema(t *testing.T) {
 	ctx := ctxT(t)
 	// PostgresURL fails the test with a clear message when PostgreSQL is
 	// down; its search_path is then pointed at a schema nobody created.
-	conn := storetest.WithPostgresParam(storetest.PostgresURL(t), "search_path", "memento_t_does_not_exist")
+	conn := testenv.WithPostgresParam(testenv.PostgresURL(t), "search_path", "memento_t_does_not_exist")
 	db, err := Open(ctx, conn)
 	if err == nil {
 		db.Close()
@@ -510,12 +512,12 @@ func TestRetentionAndListing(t *testing.T) {
 }
 
 func TestPoolSize(t *testing.T) {
-	conn := storetest.PostgresURL(t)
+	conn := testenv.PostgresURL(t)
 	ctx := ctxT(t)
 	for _, tc := range []struct {
 		conn string
 		want int32
-	}{{conn, DefaultMaxConns}, {storetest.WithPostgresParam(conn, "pool_max_conns", "3"), 3}} {
+	}{{conn, DefaultMaxConns}, {testenv.WithPostgresParam(conn, "pool_max_conns", "3"), 3}} {
 		db, err := Open(ctx, tc.conn)
 		if err != nil {
 			t.Fatal(err)

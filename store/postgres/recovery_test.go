@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/storetest"
@@ -14,7 +16,7 @@ import (
 // Each subtest has a schema of its own: retention counts across tenants.
 func TestRecoverySuite(t *testing.T) {
 	storetest.RecoverySuite(t, func(t *testing.T) (run.Store, toolop.Store) {
-		db, err := postgres.Open(context.Background(), storetest.PostgresURL(t))
+		db, err := postgres.Open(context.Background(), testenv.PostgresURL(t))
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
@@ -27,7 +29,7 @@ func TestRecoverySuite(t *testing.T) {
 // and returns at once; once it is free, the batch runs.
 func TestRetentionOneInstanceAtATime(t *testing.T) {
 	ctx := context.Background()
-	url := storetest.PostgresURL(t)
+	url := testenv.PostgresURL(t)
 	db, err := postgres.Open(ctx, url)
 	if err != nil {
 		t.Fatalf("open: %v", err)

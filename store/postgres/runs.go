@@ -791,7 +791,11 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 	if err != nil {
 		return fail(err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
 	snap, ok, err := getEvent(ctx, tx, tenantID, sourceRunID, revision)
 	if err != nil {
 		return fail(err)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/postgres"
@@ -14,7 +16,7 @@ import (
 // openSessions opens a session store on a schema of t's own, sweeper off.
 func openSessions(t *testing.T) (*postgres.DB, *postgres.SessionStore) {
 	t.Helper()
-	db, err := postgres.Open(t.Context(), storetest.PostgresURL(t))
+	db, err := postgres.Open(t.Context(), testenv.PostgresURL(t))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mementohq/memento/storetest"
+	"github.com/mementohq/memento/internal/testenv"
 )
 
 // openTestDB opens a store on a fresh schema of its own; the store is
 // closed and the schema dropped when the test ends.
 func openTestDB(t testing.TB) *DB {
 	t.Helper()
-	conn := storetest.PostgresURL(t)
+	conn := testenv.PostgresURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db, err := Open(ctx, conn)

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/store/postgres"
-	"github.com/mementohq/memento/storetest"
 )
 
 // TestStatementTimeout: the pool's connections have a statement_timeout,
@@ -15,7 +16,7 @@ import (
 func TestStatementTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url := storetest.PostgresURL(t)
+	url := testenv.PostgresURL(t)
 	for _, c := range []struct{ url, want string }{
 		{url, postgres.DefaultStatementTimeout},
 		{url + "&statement_timeout=2s", "2s"},

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/session"
 	mredis "github.com/mementohq/memento/store/redis"
 	"github.com/mementohq/memento/storetest"
@@ -15,8 +17,8 @@ import (
 // sharing one Redis would be; each has its own state cache.
 func openStores(t *testing.T, n int, o mredis.Options) []*mredis.Store {
 	t.Helper()
-	url := storetest.RedisURL(t)
-	o.Prefix = storetest.RandomID("mt-") + ":"
+	url := testenv.RedisURL(t)
+	o.Prefix = testenv.RandomID("mt-") + ":"
 	out := make([]*mredis.Store, n)
 	for i := range out {
 		s, err := mredis.Open(t.Context(), url, o)
@@ -26,7 +28,7 @@ func openStores(t *testing.T, n int, o mredis.Options) []*mredis.Store {
 		t.Cleanup(func() { _ = s.Close() })
 		out[i] = s
 	}
-	storetest.CleanupRedisKeys(t, out[0].Client(), o.Prefix+"*")
+	testenv.CleanupRedisKeys(t, out[0].Client(), o.Prefix+"*")
 	return out
 }
 

@@ -3,6 +3,8 @@ package redis_test
 import (
 	"testing"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mementohq/memento/pii"
@@ -15,14 +17,14 @@ import (
 // without one) under a random key prefix, deleted when the test ends.
 func openClusterStore(t testing.TB) *mredis.Store {
 	t.Helper()
-	url := storetest.RedisClusterURL(t)
-	prefix := storetest.RandomID("mt-") + ":"
+	url := testenv.RedisClusterURL(t)
+	prefix := testenv.RandomID("mt-") + ":"
 	s, err := mredis.Open(t.Context(), url, mredis.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatalf("open the Redis store on the cluster %s: %v", url, err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	storetest.CleanupRedisKeys(t, s.Client(), prefix+"*")
+	testenv.CleanupRedisKeys(t, s.Client(), prefix+"*")
 	return s
 }
 
@@ -52,7 +54,7 @@ func TestClusterSpreadsSessions(t *testing.T) {
 	svc := session.NewService(s, session.Options{})
 	nodes := map[string]bool{}
 	for range 12 {
-		id := storetest.RandomID("s")
+		id := testenv.RandomID("s")
 		if _, _, err := svc.Put(ctx, "t", id, session.PutRequest{UserID: "u"}); err != nil {
 			t.Fatalf("put: %v", err)
 		}

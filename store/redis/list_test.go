@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mementohq/memento/session"
 	mredis "github.com/mementohq/memento/store/redis"
-	"github.com/mementohq/memento/storetest"
 )
 
 // recorder is a go-redis hook that keeps the arguments of every command sent.
@@ -56,14 +57,14 @@ func (r *recorder) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 // TestListReadsNoDocuments: listing a user's sessions reads record fields
 // only, never a state, a summary or a message, whatever their size.
 func TestListReadsNoDocuments(t *testing.T) {
-	c, url := storetest.RedisClient(t)
+	c, url := testenv.RedisClient(t)
 	opts, _ := goredis.ParseURL(url)
 	rc := goredis.NewClient(opts)
 	t.Cleanup(func() { _ = rc.Close() })
 	rec := &recorder{}
 	rc.AddHook(rec)
-	prefix := storetest.RandomID("mt-") + ":"
-	storetest.CleanupRedisKeys(t, c, prefix+"*")
+	prefix := testenv.RandomID("mt-") + ":"
+	testenv.CleanupRedisKeys(t, c, prefix+"*")
 	s := mredis.New(rc, mredis.Options{Prefix: prefix})
 	svc := session.NewService(s, session.Options{})
 	ctx := t.Context()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/session"
 	mredis "github.com/mementohq/memento/store/redis"
@@ -20,14 +22,14 @@ import (
 // untouched.
 func openStore(t testing.TB) *mredis.Store {
 	t.Helper()
-	url := storetest.RedisURL(t)
-	prefix := storetest.RandomID("mt-") + ":"
+	url := testenv.RedisURL(t)
+	prefix := testenv.RandomID("mt-") + ":"
 	s, err := mredis.Open(t.Context(), url, mredis.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatalf("open the Redis store at %s: %v", url, err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	storetest.CleanupRedisKeys(t, s.Client(), prefix+"*") // runs before the close
+	testenv.CleanupRedisKeys(t, s.Client(), prefix+"*") // runs before the close
 	return s
 }
 

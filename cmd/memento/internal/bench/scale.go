@@ -21,6 +21,7 @@ import (
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
 	"github.com/mementohq/memento/toolop"
+	"github.com/mementohq/memento/workflow/control"
 )
 
 // DefaultScaleSizes are the run counts `bench scale` loads by default.
@@ -276,7 +277,7 @@ func (sz *scaleSize) measureRound(ctx context.Context, cfg ScaleConfig, cutoff t
 }
 
 func pollAll(ctx context.Context, st run.Store, now time.Time) (int, error) {
-	q := run.RecoveryQuery{Now: now, ControlKey: toolop.ControlKey, Limit: run.MaxListLimit}
+	q := run.RecoveryQuery{Now: now, ControlKey: control.Key, Limit: run.MaxListLimit}
 	total := 0
 	for {
 		page, err := st.ListRecoverable(ctx, scaleTenant, q)

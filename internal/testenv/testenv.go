@@ -1,4 +1,4 @@
-package storetest
+package testenv
 
 import (
 	"context"
@@ -195,3 +195,9 @@ const PIIKeyHex = "6d656d656e746f2d746573742d7661756c742d6b65792d33322d627974657
 // RandomID returns prefix followed by 12 random hex digits, for tenants,
 // key prefixes and ids that must not meet another test's.
 func RandomID(prefix string) string { return prefix + randHex(6) }
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

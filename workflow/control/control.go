@@ -1,16 +1,18 @@
-package toolop
+package control
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/mementohq/memento/toolop"
 )
 
-// ControlKey is the reserved top-level key of a run's state under which the
+// Key is the reserved top-level key of a run's state under which the
 // workflow layer keeps budgets, approval guards, artifact references and tool
 // contract versions. Keeping them inside the state means they are committed
 // with every step in the same transaction, without changing the run store.
-const ControlKey = "_memento"
+const Key = "_memento"
 
 // Budget holds a run's limits; a zero field means no limit.
 type Budget struct {
@@ -86,7 +88,7 @@ type Wait struct {
 }
 
 // Control is the reserved object a workflow keeps in its run state.
-type Control struct {
+type Record struct {
 	Budget    Budget            `json:"budget"`
 	Spent     Spend             `json:"spent"`
 	Approvals []ApprovalGuard   `json:"approvals,omitempty"`
@@ -98,7 +100,7 @@ type Control struct {
 }
 
 // Guard returns the approval guard of a step, if any.
-func (c *Control) Guard(stepID string) (ApprovalGuard, bool) {
+func (c *Record) Guard(stepID string) (ApprovalGuard, bool) {
 	for _, g := range c.Approvals {
 		if g.StepID == stepID {
 			return g, true
@@ -108,7 +110,7 @@ func (c *Control) Guard(stepID string) (ApprovalGuard, bool) {
 }
 
 // SetGuard adds or replaces the approval guard of g.StepID.
-func (c *Control) SetGuard(g ApprovalGuard) {
+func (c *Record) SetGuard(g ApprovalGuard) {
 	for i := range c.Approvals {
 		if c.Approvals[i].StepID == g.StepID {
 			c.Approvals[i] = g
@@ -118,29 +120,29 @@ func (c *Control) SetGuard(g ApprovalGuard) {
 	c.Approvals = append(c.Approvals, g)
 }
 
-// ReadControl extracts the control object from a run state; a state without
+// Read extracts the control object from a run state; a state without
 // one yields a zero Control and found=false.
-func ReadControl(state json.RawMessage) (c Control, found bool, err error) {
+func Read(state json.RawMessage) (c Record, found bool, err error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(state, &top); err != nil {
-		return Control{}, false, fmt.Errorf("%w: state is not a JSON object: %v", ErrInvalidInput, err)
+		return Record{}, false, fmt.Errorf("%w: state is not a JSON object: %v", toolop.ErrInvalidInput, err)
 	}
-	raw, ok := top[ControlKey]
+	raw, ok := top[Key]
 	if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return Control{}, false, nil
+		return Record{}, false, nil
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return Control{}, true, fmt.Errorf("%w: state.%s: %v", ErrInvalidInput, ControlKey, err)
+		return Record{}, true, fmt.Errorf("%w: state.%s: %v", toolop.ErrInvalidInput, Key, err)
 	}
 	return c, true, nil
 }
 
-// WriteControl returns state with its control object replaced by c.
-func WriteControl(state json.RawMessage, c Control) (json.RawMessage, error) {
+// Write returns state with its control object replaced by c.
+func Write(state json.RawMessage, c Record) (json.RawMessage, error) {
 	top := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(state)) > 0 {
 		if err := json.Unmarshal(state, &top); err != nil {
-			return nil, fmt.Errorf("%w: state is not a JSON object: %v", ErrInvalidInput, err)
+			return nil, fmt.Errorf("%w: state is not a JSON object: %v", toolop.ErrInvalidInput, err)
 		}
 	}
 	b, err := json.Marshal(c)
@@ -150,7 +152,7 @@ func WriteControl(state json.RawMessage, c Control) (json.RawMessage, error) {
 	if top == nil {
 		top = map[string]json.RawMessage{}
 	}
-	top[ControlKey] = b
+	top[Key] = b
 	out, err := json.Marshal(top)
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)

@@ -1,0 +1,4 @@
+// Package testenv connects tests to the real services they need: a schema
+// of their own on the tests' PostgreSQL, Redis and a Redis Cluster named by
+// the environment (MEMENTO_TEST_*), and a fixed vault key.
+package testenv
