@@ -43,17 +43,7 @@ func (s Store) CreateApproval(ctx context.Context, a toolop.Approval) (toolop.Ap
 		RETURNING `+approvalColumns,
 		a.TenantID, a.ApprovalID, a.RunID, a.StepID, a.RequestDigest, nullJSON(a.Summary),
 		s.d.TimeArg(a.ExpiresAt), s.d.TimeArg(a.CreatedAt)))
-	if err == nil {
-		return got, true, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return toolop.Approval{}, false, fmt.Errorf("insert: %w", err)
-	}
-	got, err = s.GetApproval(ctx, a.TenantID, a.ApprovalID)
-	if err != nil {
-		return toolop.Approval{}, false, err
-	}
-	return got, false, nil
+	return insertOrGet(got, err, func() (toolop.Approval, error) { return s.GetApproval(ctx, a.TenantID, a.ApprovalID) })
 }
 
 // GetApproval reads one approval.

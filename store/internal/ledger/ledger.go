@@ -8,6 +8,8 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -97,6 +99,24 @@ func nullJSON(b []byte) *string {
 	}
 	v := string(b)
 	return &v
+}
+
+// insertOrGet finishes an INSERT ... ON CONFLICT DO NOTHING RETURNING whose
+// scan gave (inserted, err): when the row existed, nothing was returned and
+// the stored one is read with get (created=false).
+func insertOrGet[T any](inserted T, err error, get func() (T, error)) (T, bool, error) {
+	var zero T
+	if err == nil {
+		return inserted, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return zero, false, fmt.Errorf("insert: %w", err)
+	}
+	stored, err := get()
+	if err != nil {
+		return zero, false, err
+	}
+	return stored, false, nil
 }
 
 // list runs a read of rows and scans each with scan.

@@ -40,17 +40,7 @@ func (s Store) PrepareOperation(ctx context.Context, op toolop.Operation) (toolo
 		RETURNING `+opColumns,
 		op.TenantID, op.OperationID, op.RunID, op.StepID, op.ToolName, op.RequestDigest, string(toolop.StatusPrepared),
 		created, created))
-	if err == nil {
-		return got, true, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return toolop.Operation{}, false, fmt.Errorf("insert: %w", err)
-	}
-	got, err = s.GetOperation(ctx, op.TenantID, op.OperationID)
-	if err != nil {
-		return toolop.Operation{}, false, err
-	}
-	return got, false, nil
+	return insertOrGet(got, err, func() (toolop.Operation, error) { return s.GetOperation(ctx, op.TenantID, op.OperationID) })
 }
 
 // GetOperation reads one operation.
