@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/mementohq/memento/store/internal/ledger"
 	migratepkg "github.com/mementohq/memento/store/internal/migrate"
 )
 
@@ -34,6 +35,7 @@ const DefaultStatementTimeout = "30s"
 type DB struct {
 	pool      *pgxpool.Pool
 	retention retentionCursor
+	opLedger  // the toolop.Store methods
 }
 
 // Open connects to PostgreSQL and applies the embedded migrations that are
@@ -64,7 +66,7 @@ func Open(ctx context.Context, connString string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	return &DB{pool: pool}, nil
+	return &DB{pool: pool, opLedger: ledger.New(ledgerDialect{pool})}, nil
 }
 
 // Close closes every connection of the pool.

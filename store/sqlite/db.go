@@ -13,6 +13,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"github.com/mementohq/memento/store/internal/ledger"
 	migratepkg "github.com/mementohq/memento/store/internal/migrate"
 )
 
@@ -40,6 +41,7 @@ type DB struct {
 	now  func() time.Time
 	// retention is the position of the retention sweep in progress.
 	retention retentionCursor
+	opLedger  // the toolop.Store methods
 }
 
 // OpenDir opens (creating it if needed) the database file FileName in dir.
@@ -72,6 +74,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	db := &DB{w: w, path: abs, now: time.Now}
+	db.opLedger = ledger.New(ledgerDialect{db})
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
