@@ -75,15 +75,16 @@ func encodeSpend(m map[string]int64) any {
 
 // chainSQL is run.ChainNext in SQL over text expressions: prev, then each
 // field as "<octet length>:<text>,". Each expression is evaluated twice, so
-// callers pass columns or values computed once.
+// callers pass columns or values computed once. One concat builds the input
+// (a chain of || would copy it once per piece).
 func chainSQL(prev string, fields ...string) string {
 	var b strings.Builder
-	b.WriteString("encode(sha256(convert_to(" + prev)
+	b.WriteString("encode(sha256(convert_to(concat(" + prev)
 	for _, f := range fields {
 		// The byte length in UTF-8, whatever the database's encoding.
-		b.WriteString(" || octet_length(convert_to(" + f + ", 'UTF8'))::text || ':' || " + f + " || ','")
+		b.WriteString(", octet_length(convert_to(" + f + ", 'UTF8')), ':', " + f + ", ','")
 	}
-	b.WriteString(", 'UTF8')), 'hex')")
+	b.WriteString("), 'UTF8')), 'hex')")
 	return b.String()
 }
 
@@ -493,34 +494,16 @@ func (db *DB) ReleaseLease(ctx context.Context, tenantID, runID, owner string, e
 // CTE always runs to completion, so e need not be read by the final SELECT;
 // an INSERT error (say a duplicate seq) fails the whole statement.
 //
-// The delta and the chain are computed from o, the run as the statement's
-// snapshot shows it at exactly the expected revision, and the UPDATE joins
-// o: if the snapshot shows another revision, nothing is updated. Under READ
-// COMMITTED the UPDATE may then lock a newer version of the row than o
-// shows, but its guard re-checks state_revision = $3 on that version, and
-// state, status, schema version and chain head change only with the
-// revision, so a version that passes holds what o holds.
+// The delta and the chain are computed in the SET list, whose column
+// references are the row version being replaced: the one the WHERE guard
+// pinned at state_revision = $3 (under READ COMMITTED the guard is
+// re-checked on the newest version before it is updated), so they are
+// exactly against the expected revision with a single scan of the row and
+// no join. RETURNING sees only new values, so the delta reaches the event
+// INSERT through the last_change column (0008), set with the chain head in
+// one sub-select so that the delta is computed once.
 var commitSQL = `
-WITH o AS (
-	SELECT state AS old_state, chain_head AS old_chain, status AS old_status,
-		state_schema_version AS old_version
-	FROM runs WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
-), d AS MATERIALIZED (
-	SELECT o.old_chain,
-		CASE WHEN $16::bool THEN NULL ELSE jsonb_build_object(
-			's', coalesce((SELECT jsonb_object_agg(n.key, n.value) FROM jsonb_each($6::jsonb) n
-				WHERE (o.old_state -> n.key)::text IS DISTINCT FROM n.value::text), '{}'::jsonb),
-			'd', coalesce((SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(o.old_state) k
-				WHERE NOT ($6::jsonb ? k)), '[]'::jsonb)) END AS delta,
-		CASE WHEN $8::text = '' THEN o.old_status ELSE $8::text END AS new_status,
-		(CASE WHEN $10::int > 0 THEN $10::int ELSE o.old_version END)::text AS new_version,
-		$15::jsonb::text AS payload_t
-	FROM o
-), c AS MATERIALIZED (
-	-- d and c are materialized so that the delta is computed once, not
-	-- again at every reference below.
-	SELECT d.*, coalesce(d.delta, $6::jsonb)::text AS change_t FROM d
-), u AS (
+WITH u AS (
 	UPDATE runs SET
 		state = $6::jsonb,
 		next_step = $7::text,
@@ -530,30 +513,39 @@ WITH o AS (
 		state_revision = state_revision + 1,
 		updated_at = now(),
 		finished_at = CASE WHEN $8::text IN ` + terminalSQL + ` THEN now() ELSE finished_at END,
-		chain_head = ` + chainSQL("c.old_chain", "($3::bigint + 1)::text", "$12::text", "$13::text", "$14::int::text",
-	"c.payload_t", "(CASE WHEN $16::bool THEN 'S' ELSE 'D' END)", "c.change_t", "$7::text", "c.new_status", "c.new_version") + `,
-		spent = CASE WHEN $17::jsonb IS NULL OR spent IS NULL THEN spent ELSE (
-			SELECT jsonb_object_agg(k, coalesce((spent ->> k)::numeric, 0) + coalesce(($17::jsonb ->> k)::numeric, 0))
-			FROM (SELECT jsonb_object_keys(spent) UNION SELECT jsonb_object_keys($17::jsonb)) ks(k)) END,
+		(last_change, chain_head) = (
+			SELECT x.delta, ` + chainSQL("runs.chain_head", "($3::bigint + 1)::text", "$12::text", "$13::text", "$14::int::text",
+	"x.payload_t", "(CASE WHEN $16::bool THEN 'S' ELSE 'D' END)", "x.change_t", "$7::text", "x.new_status", "x.new_version") + `
+			FROM (SELECT d.delta, coalesce(d.delta, $6::jsonb)::text AS change_t, $15::jsonb::text AS payload_t,
+				CASE WHEN $8::text = '' THEN runs.status ELSE $8::text END AS new_status,
+				(CASE WHEN $10::int > 0 THEN $10::int ELSE runs.state_schema_version END)::text AS new_version
+			FROM (SELECT CASE WHEN $16::bool THEN NULL ELSE jsonb_build_object(
+				's', coalesce((SELECT jsonb_object_agg(n.key, n.value) FROM jsonb_each($6::jsonb) n
+					WHERE (runs.state -> n.key)::text IS DISTINCT FROM n.value::text), '{}'::jsonb),
+				'd', coalesce((SELECT jsonb_agg(k ORDER BY k) FROM jsonb_object_keys(runs.state) k
+					WHERE NOT ($6::jsonb ? k)), '[]'::jsonb)) END AS delta
+				-- OFFSET 0 keeps the planner from pulling d and x up, which
+				-- would compute their values again at each use.
+				OFFSET 0) d OFFSET 0) x),
+		spent = CASE WHEN $17::jsonb IS NULL OR spent IS NULL THEN spent ELSE memento_add_spend(spent, $17::jsonb) END,
 		verified_seq = CASE WHEN $18::bigint > 0 THEN $18::bigint ELSE verified_seq END
-	FROM c
 	WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
 	  AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
 	  AND status = ANY($11::text[])` + schemaGuardSQL + `
 	RETURNING workflow_name, workflow_version, state_schema_version, status, state_revision,
 		lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
-		chain_head, verified_seq, spent, c.delta
+		chain_head, verified_seq, spent, last_change
 ), e AS (
 	INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
 		state, delta, next_step, status, state_schema_version, created_at, chain)
 	SELECT $1::text, $2::text, u.state_revision, $12::text, $13::text, $14::int, $15::jsonb,
-		CASE WHEN u.delta IS NULL THEN $6::jsonb END, u.delta,
+		CASE WHEN u.last_change IS NULL THEN $6::jsonb END, u.last_change,
 		$7::text, u.status, u.state_schema_version, u.updated_at, u.chain_head
 	FROM u
 )
 SELECT workflow_name, workflow_version, state_schema_version, status, state_revision,
 	lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
-	chain_head, verified_seq, spent, delta
+	chain_head, verified_seq, spent, last_change
 FROM u`
 
 // Commit appends the event and replaces the state in one statement, guarded
