@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
+
+	"github.com/mementohq/memento/store/internal/sweeper"
 
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/session"
@@ -41,51 +42,27 @@ type SessionOptions struct {
 // the embedded database. It owns a sweeper goroutine that reclaims expired
 // rows; Close stops it (the DB itself is closed by its owner).
 type SessionStore struct {
-	db *DB
-
-	stop context.CancelFunc
-	done chan struct{}
-	once sync.Once
+	db      *DB
+	sweeper *sweeper.Sweeper
 }
 
 // NewSessionStore returns the session store of db and starts its sweeper.
 func NewSessionStore(db *DB, o SessionOptions) *SessionStore {
-	s := &SessionStore{db: db, done: make(chan struct{})}
-	if o.SweepInterval < 0 {
-		close(s.done)
-		s.stop = func() {}
-		return s
-	}
+	s := &SessionStore{db: db}
 	if o.SweepInterval == 0 {
 		o.SweepInterval = DefaultSweepInterval
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.stop = cancel
-	go s.sweepLoop(ctx, o.SweepInterval, o.OnSweepError)
+	s.sweeper = sweeper.Start(o.SweepInterval, func(ctx context.Context) error {
+		_, _, err := s.Sweep(ctx)
+		return err
+	}, o.OnSweepError)
 	return s
 }
 
 // Close stops the sweeper and waits for it. It does not close the DB.
 func (s *SessionStore) Close() error {
-	s.once.Do(s.stop)
-	<-s.done
+	s.sweeper.Close()
 	return nil
-}
-
-func (s *SessionStore) sweepLoop(ctx context.Context, every time.Duration, onErr func(error)) {
-	defer close(s.done)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil && onErr != nil {
-				onErr(err)
-			}
-		}
-	}
 }
 
 // Sweep deletes every expired session with its messages and every expired
