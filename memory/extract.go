@@ -1,0 +1,246 @@
+package memory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Extraction bounds.
+const (
+	MaxExtractMessages     = 200
+	MaxExtractMessageBytes = 16 << 10
+)
+
+// OutcomeFailed is a candidate the store could not write; nothing of it was kept.
+const OutcomeFailed Outcome = "failed"
+
+// ExtractInput is one Extract call.
+type ExtractInput struct {
+	SubjectID string
+	Namespace string
+	Messages  []Message
+	// Apply writes the candidates; false only reports what would happen.
+	Apply bool
+	// SourceType and SourceID name where the messages come from (a session
+	// id, say); the default is the messages themselves.
+	SourceType    string
+	SourceID      string
+	SourceVersion string
+	RunID         string
+	ConsentBasis  string
+	TTLSeconds    int64
+}
+
+// ExtractItem is what happened to one candidate.
+type ExtractItem struct {
+	Candidate  Candidate `json:"candidate"`
+	Outcome    Outcome   `json:"outcome"`
+	Reason     string    `json:"reason,omitempty"`
+	MemoryID   string    `json:"memory_id,omitempty"`
+	Superseded string    `json:"superseded,omitempty"`
+	MergedInto string    `json:"merged_into,omitempty"`
+}
+
+// ExtractResult reports every candidate and every message that gave none.
+type ExtractResult struct {
+	Items     []ExtractItem    `json:"items"`
+	Skipped   []SkippedMessage `json:"skipped"`
+	Usage     Usage            `json:"usage"`
+	Extractor string           `json:"extractor"`
+	Applied   bool             `json:"applied"`
+}
+
+// Extract turns messages into candidate claims with the configured
+// extractor and passes each through the same rules as Add. Every candidate
+// gets an outcome and every message without a candidate is listed with the
+// reason: nothing is dropped silently.
+func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput) (ExtractResult, error) {
+	if s.opts.Extractor == nil {
+		return ExtractResult{}, fmt.Errorf("%w: no extractor is configured", ErrInvalidInput)
+	}
+	if err := checkID("subject_id", in.SubjectID); err != nil {
+		return ExtractResult{}, err
+	}
+	if in.Namespace == "" {
+		in.Namespace = DefaultNamespace
+	}
+	if err := checkID("namespace", in.Namespace); err != nil {
+		return ExtractResult{}, err
+	}
+	if len(in.Messages) == 0 || len(in.Messages) > MaxExtractMessages {
+		return ExtractResult{}, fmt.Errorf("%w: give 1 to %d messages", ErrInvalidInput, MaxExtractMessages)
+	}
+	roles := map[string]string{}
+	msgs := make([]Message, len(in.Messages))
+	for i, m := range in.Messages {
+		if len(m.Content) > MaxExtractMessageBytes || !utf8.ValidString(m.Content) || strings.ContainsRune(m.Content, 0) {
+			return ExtractResult{}, fmt.Errorf("%w: message %d must be UTF-8 without NUL, at most %d bytes", ErrInvalidInput, i, MaxExtractMessageBytes)
+		}
+		if m.Role == "" {
+			return ExtractResult{}, fmt.Errorf("%w: message %d needs a role", ErrInvalidInput, i)
+		}
+		if m.ID == "" {
+			sum := sha256.Sum256([]byte(m.Role + "\x00" + m.Content))
+			m.ID = fmt.Sprintf("msg-%d-%s", i, hex.EncodeToString(sum[:6]))
+		}
+		if err := checkID("message id", m.ID); err != nil {
+			return ExtractResult{}, err
+		}
+		if _, dup := roles[m.ID]; dup {
+			return ExtractResult{}, fmt.Errorf("%w: message id %s appears twice", ErrInvalidInput, m.ID)
+		}
+		roles[m.ID] = m.Role
+		msgs[i] = m
+	}
+	ex, err := s.opts.Extractor.Extract(ctx, msgs)
+	if err != nil {
+		return ExtractResult{}, fmt.Errorf("extract candidates: %w", err)
+	}
+	res := ExtractResult{Items: []ExtractItem{}, Skipped: ex.Skipped, Usage: ex.Usage, Extractor: s.opts.Extractor.Name(), Applied: in.Apply}
+	if res.Skipped == nil {
+		res.Skipped = []SkippedMessage{}
+	}
+	sourceType, sourceID := in.SourceType, in.SourceID
+	if sourceType == "" {
+		sourceType = SourceMessage
+	}
+	var tombs map[string]bool
+	failed, written := 0, 0
+	for _, c := range ex.Candidates {
+		item := ExtractItem{Candidate: c}
+		if c.Namespace == "" {
+			item.Candidate.Namespace = in.Namespace
+		}
+		if r := candidateProblem(c, roles); r != "" {
+			item.Outcome, item.Reason = OutcomeRefused, r
+			res.Items = append(res.Items, item)
+			continue
+		}
+		sid := sourceID
+		if sid == "" {
+			sid = c.MessageIDs[0]
+		}
+		conf := c.Confidence
+		if conf <= 0 || conf > 1 {
+			conf = 1
+		}
+		add := AddInput{
+			SubjectID: in.SubjectID, Namespace: item.Candidate.Namespace, Key: c.Key, Value: c.Value, Text: c.Text, Category: c.Category,
+			Provenance: Provenance{SourceType: sourceType, SourceID: sid, SourceVersion: in.SourceVersion, RunID: in.RunID,
+				MessageIDs: c.MessageIDs, ValidatedBy: c.ValidatedBy, Extractor: s.opts.Extractor.Name()},
+			Confidence: &conf, ConsentBasis: in.ConsentBasis, TTLSeconds: in.TTLSeconds,
+		}
+		if !in.Apply {
+			if tombs == nil {
+				if tombs, err = s.tombstoneSet(ctx, tenantID, in.SubjectID); err != nil {
+					return ExtractResult{}, err
+				}
+			}
+			s.predict(ctx, tenantID, add, tombs, &item)
+			res.Items = append(res.Items, item)
+			continue
+		}
+		r, err := s.Add(ctx, tenantID, add)
+		var ref *Refusal
+		switch {
+		case errors.As(err, &ref):
+			item.Outcome, item.Reason = OutcomeRefused, ref.Reason
+		case errors.Is(err, ErrNoProvenance), errors.Is(err, ErrNoConsent), errors.Is(err, ErrInvalidInput), errors.Is(err, ErrConflict):
+			item.Outcome, item.Reason = OutcomeRefused, err.Error()
+		case err != nil:
+			if ctx.Err() != nil {
+				return res, fmt.Errorf("extract: %w", ctx.Err())
+			}
+			failed++
+			item.Outcome, item.Reason = OutcomeFailed, "the store did not take this candidate; nothing of it was written: retry"
+		default:
+			written++
+			item.Outcome, item.Reason = r.Outcome, r.Reason
+			item.MemoryID, item.Superseded, item.MergedInto = r.Claim.MemoryID, r.Superseded, r.MergedInto
+		}
+		res.Items = append(res.Items, item)
+	}
+	if failed > 0 && written == 0 {
+		return ExtractResult{}, fmt.Errorf("extract: the store took none of %d candidates: %w", failed, errStoreUnavailable)
+	}
+	return res, nil
+}
+
+// errStoreUnavailable is an extraction the store refused whole.
+var errStoreUnavailable = errors.New("memory store unavailable")
+
+// candidateProblem is why a candidate cannot be a claim at all, or "".
+func candidateProblem(c Candidate, roles map[string]string) string {
+	if c.Key == "" || len(c.Value) == 0 {
+		return "the extractor gave no key or value"
+	}
+	if len(c.MessageIDs) == 0 {
+		return "the extractor named no source message"
+	}
+	userSaid := false
+	for _, id := range c.MessageIDs {
+		role, ok := roles[id]
+		if !ok {
+			return fmt.Sprintf("the extractor named message %s, which is not in the input", id)
+		}
+		if role == "user" {
+			userSaid = true
+		}
+	}
+	if c.Kind == "inference" && c.ValidatedBy != ValidatedModelInferred && !TransientCategory(c.Category) {
+		return "an inference is not a statement: not kept long term"
+	}
+	if c.ValidatedBy == ValidatedUserStated && !userSaid {
+		return "no user message says this: only what the user stated is kept"
+	}
+	return ""
+}
+
+// predict fills what Add would do, without writing.
+func (s *Service) predict(ctx context.Context, tenantID string, in AddInput, tombs map[string]bool, item *ExtractItem) {
+	c, ns, err := s.prepare(ctx, tenantID, in)
+	if err != nil {
+		item.Outcome, item.Reason = OutcomeRefused, err.Error()
+		return
+	}
+	if v := policy(c, ns); v != nil {
+		if v.held {
+			item.Outcome, item.Reason = OutcomeHeld, heldReason(c)
+		} else {
+			item.Outcome, item.Reason = OutcomeRefused, v.reason
+		}
+		return
+	}
+	if tombs[c.ValueDigest] {
+		item.Outcome, item.Reason = OutcomeRefused, "the claim was forgotten; its tombstone blocks it"
+		return
+	}
+	cur, ok, err := s.currentOf(ctx, tenantID, c.SubjectID, c.Namespace, c.Key)
+	switch {
+	case err != nil:
+		item.Outcome, item.Reason = OutcomeFailed, "the store did not answer"
+	case ok && cur.ValueDigest == c.ValueDigest && cur.Live(s.now()):
+		item.Outcome, item.MergedInto = OutcomeMerged, cur.MemoryID
+	case ok:
+		item.Outcome, item.Superseded = OutcomeSuperseded, cur.MemoryID
+	default:
+		item.Outcome = OutcomeAdded
+	}
+}
+
+func (s *Service) tombstoneSet(ctx context.Context, tenantID, subjectID string) (map[string]bool, error) {
+	ts, err := s.store.Tombstones(ctx, tenantID, subjectID)
+	if err != nil {
+		return nil, fmt.Errorf("read tombstones of subject %s: %w", subjectID, err)
+	}
+	m := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		m[t.ValueDigest] = true
+	}
+	return m, nil
+}

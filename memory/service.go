@@ -1,0 +1,680 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Defaults and bounds, each overridable through Options.
+const (
+	DefaultNamespace     = "default"
+	DefaultListLimit     = 100
+	MaxListLimit         = 1000
+	DefaultSearchK       = 10
+	MaxSearchK           = 200
+	DefaultMaxValueBytes = 16 << 10
+	MaxTextBytes         = 8 << 10
+	MaxIDBytes           = 256
+	MaxQueryBytes        = 4 << 10
+	// maxInsertRetries bounds retries when a concurrent write moved the
+	// current claim of a key between the read and the insert.
+	maxInsertRetries = 4
+)
+
+// Embedder turns texts into normalised vectors; llm's embedders implement it.
+type Embedder interface {
+	Model() string
+	Dim() int
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	// Embedder, when set, embeds every claim's text and enables vector and
+	// hybrid search; nil leaves full text only.
+	Embedder Embedder
+	// Extractor turns messages into candidates for Extract; nil refuses Extract.
+	Extractor Extractor
+	// CountTokens measures a profile's text; nil approximates (bytes/4).
+	CountTokens func(string) int
+	// TokenizerName names CountTokens in a profile's accounting.
+	TokenizerName string
+	MaxValueBytes int
+	Now           func() time.Time
+}
+
+// Service applies the long-term memory rules (provenance, consent,
+// supersession, duplicates, policy, tombstones) over a Store, and serves
+// search and profiles from per-subject caches that one cheap read of the
+// subject version keeps exact on every instance.
+type Service struct {
+	store    Store
+	opts     Options
+	vectors  *vectorCache
+	profiles *profileCache
+}
+
+// NewService wires a Service to a Store.
+func NewService(store Store, opts Options) *Service {
+	if opts.MaxValueBytes <= 0 {
+		opts.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.CountTokens == nil {
+		opts.CountTokens = approxTokens
+		opts.TokenizerName = "approx-bytes/4"
+	}
+	s := &Service{store: store, opts: opts, profiles: newProfileCache(4096)}
+	if opts.Embedder != nil {
+		s.vectors = newVectorCache(store, opts.Embedder, 1024)
+	}
+	return s
+}
+
+// Store is the store the service writes to.
+func (s *Service) Store() Store { return s.store }
+
+func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Microsecond) }
+
+// Outcome says what a write did with a claim.
+type Outcome string
+
+// The outcomes of an add or an extracted candidate.
+const (
+	OutcomeAdded      Outcome = "added"
+	OutcomeSuperseded Outcome = "superseded" // added, and the former current claim is superseded
+	OutcomeMerged     Outcome = "merged"     // an exact duplicate: the existing claim was refreshed
+	OutcomeRefused    Outcome = "refused"    // not kept; Reason says why
+	OutcomeHeld       Outcome = "held"       // kept aside until confirmed
+)
+
+// AddInput is a claim as a writer gives it: ids, digests and times are the service's.
+type AddInput struct {
+	SubjectID     string          `json:"subject_id"`
+	Namespace     string          `json:"namespace"`
+	Key           string          `json:"key"`
+	Value         json.RawMessage `json:"value"`
+	Text          string          `json:"text"`
+	Category      string          `json:"category"`
+	SchemaVersion int             `json:"schema_version"`
+	Provenance    Provenance      `json:"provenance"`
+	Confidence    *float64        `json:"confidence"`
+	ValidFrom     *time.Time      `json:"valid_from"`
+	ExpiresAt     *time.Time      `json:"expires_at"`
+	TTLSeconds    int64           `json:"ttl_seconds"`
+	ConsentBasis  string          `json:"consent_basis"`
+	// Supersedes, when set, must name the key's current claim: a writer that
+	// read a claim and corrects it says so, and a concurrent correction makes
+	// this one ErrConflict instead of silently replacing the other.
+	Supersedes string `json:"supersedes"`
+}
+
+// AddResult says what Add did.
+type AddResult struct {
+	Claim      Claim   `json:"claim"`
+	Outcome    Outcome `json:"outcome"`
+	Reason     string  `json:"reason,omitempty"`
+	Superseded string  `json:"superseded,omitempty"`  // the claim this one superseded
+	MergedInto string  `json:"merged_into,omitempty"` // the claim an exact duplicate refreshed
+}
+
+// Refusal is a claim that policy did not keep (OutcomeRefused); errors.Is
+// with the sentinel in Err holds (ErrTombstoned, ErrNoConsent, ...).
+type Refusal struct {
+	Reason string
+	Err    error
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// ErrRefused is the sentinel of policy refusals that are not otherwise typed.
+var ErrRefused = errors.New("refused by memory policy")
+
+// Add writes a claim under the rules: provenance required, consent in a
+// personal namespace, inferred or transient facts refused, sensitive ones
+// held, an exact duplicate refreshing the current claim, a new value
+// superseding it, a forgotten one blocked by its tombstone. A refusal is a
+// *Refusal error and writes nothing.
+func (s *Service) Add(ctx context.Context, tenantID string, in AddInput) (AddResult, error) {
+	c, ns, err := s.prepare(ctx, tenantID, in)
+	if err != nil {
+		return AddResult{}, err
+	}
+	if r := policy(c, ns); r != nil {
+		if r.held {
+			c.Status = StatusHeld
+		} else {
+			return AddResult{Outcome: OutcomeRefused, Reason: r.reason}, &Refusal{Reason: r.reason, Err: r.err}
+		}
+	}
+	return s.write(ctx, c, in.Supersedes)
+}
+
+// prepare validates in and builds the claim to write (status current).
+func (s *Service) prepare(ctx context.Context, tenantID string, in AddInput) (Claim, Namespace, error) {
+	if in.Namespace == "" {
+		in.Namespace = DefaultNamespace
+	}
+	for _, f := range []struct{ name, v string }{{"subject_id", in.SubjectID}, {"namespace", in.Namespace}, {"key", in.Key}} {
+		if err := checkID(f.name, f.v); err != nil {
+			return Claim{}, Namespace{}, err
+		}
+	}
+	if in.Supersedes != "" {
+		if err := checkID("supersedes", in.Supersedes); err != nil {
+			return Claim{}, Namespace{}, err
+		}
+	}
+	if len(bytes.TrimSpace(in.Value)) == 0 || !json.Valid(in.Value) {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: value must be JSON", ErrInvalidInput)
+	}
+	if len(in.Value) > s.opts.MaxValueBytes {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: value is %d bytes, over the limit of %d", ErrInvalidInput, len(in.Value), s.opts.MaxValueBytes)
+	}
+	if string(bytes.TrimSpace(in.Value)) == "null" {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: value must not be null: invalidate the claim instead", ErrInvalidInput)
+	}
+	if len(in.Text) > MaxTextBytes || !utf8.ValidString(in.Text) {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: text must be UTF-8 of at most %d bytes", ErrInvalidInput, MaxTextBytes)
+	}
+	if len(in.Category) > 64 || len(in.ConsentBasis) > 256 {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: category or consent basis too long", ErrInvalidInput)
+	}
+	if err := checkProvenance(in.Provenance); err != nil {
+		return Claim{}, Namespace{}, err
+	}
+	if in.SchemaVersion < 0 || in.SchemaVersion > 1<<30 {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: schema_version out of range", ErrInvalidInput)
+	}
+	if in.SchemaVersion == 0 {
+		in.SchemaVersion = 1
+	}
+	conf := 1.0
+	if in.Confidence != nil {
+		conf = *in.Confidence
+		if conf < 0 || conf > 1 || conf != conf {
+			return Claim{}, Namespace{}, fmt.Errorf("%w: confidence must be within [0, 1]", ErrInvalidInput)
+		}
+	}
+	if in.TTLSeconds < 0 || in.TTLSeconds > 100*365*24*3600 {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: ttl_seconds out of range", ErrInvalidInput)
+	}
+	if in.TTLSeconds > 0 && in.ExpiresAt != nil {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: give expires_at or ttl_seconds, not both", ErrInvalidInput)
+	}
+	now := s.now()
+	ns, err := s.store.GetNamespace(ctx, tenantID, in.Namespace)
+	if err != nil {
+		return Claim{}, Namespace{}, fmt.Errorf("read namespace %s: %w", in.Namespace, err)
+	}
+	if ns.Personal && strings.TrimSpace(in.ConsentBasis) == "" {
+		return Claim{}, Namespace{}, fmt.Errorf("namespace %s: %w", in.Namespace, ErrNoConsent)
+	}
+	validFrom := now
+	if in.ValidFrom != nil {
+		validFrom = in.ValidFrom.UTC().Truncate(time.Microsecond)
+		if validFrom.After(now.Add(time.Minute)) {
+			return Claim{}, Namespace{}, fmt.Errorf("%w: valid_from is in the future", ErrInvalidInput)
+		}
+	}
+	var expires *time.Time
+	switch {
+	case in.ExpiresAt != nil:
+		e := in.ExpiresAt.UTC().Truncate(time.Microsecond)
+		if !e.After(now) {
+			return Claim{}, Namespace{}, fmt.Errorf("%w: expires_at is not in the future", ErrInvalidInput)
+		}
+		expires = &e
+	case in.TTLSeconds > 0:
+		e := now.Add(time.Duration(in.TTLSeconds) * time.Second)
+		expires = &e
+	case ns.TTL > 0:
+		e := now.Add(ns.TTL)
+		expires = &e
+	}
+	value := compactJSON(in.Value)
+	text := strings.TrimSpace(in.Text)
+	if text == "" {
+		text = RenderText(in.Key, value)
+	}
+	prov := in.Provenance
+	prov.MessageIDs = append([]string(nil), prov.MessageIDs...)
+	return Claim{
+		MemoryID:      uuid.NewString(),
+		TenantID:      tenantID,
+		SubjectID:     in.SubjectID,
+		Namespace:     in.Namespace,
+		Key:           in.Key,
+		Value:         value,
+		SchemaVersion: in.SchemaVersion,
+		Text:          text,
+		Category:      strings.ToLower(strings.TrimSpace(in.Category)),
+		Provenance:    prov,
+		Confidence:    conf,
+		ValidFrom:     validFrom,
+		ExpiresAt:     expires,
+		Status:        StatusCurrent,
+		ConsentBasis:  strings.TrimSpace(in.ConsentBasis),
+		ValueDigest:   ValueDigest(in.Namespace, in.Key, value),
+		CreatedAt:     now,
+		ConfirmedAt:   now,
+		Confirmations: 1,
+	}, ns, nil
+}
+
+// write stores c (current or held) against the key's current claim:
+// refresh an exact duplicate, supersede another value, or add.
+func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddResult, error) {
+	var vec *Vector
+	for attempt := 0; ; attempt++ {
+		cur, ok, err := s.currentOf(ctx, c.TenantID, c.SubjectID, c.Namespace, c.Key)
+		if err != nil {
+			return AddResult{}, err
+		}
+		if supersedes != "" && (!ok || cur.MemoryID != supersedes) {
+			return AddResult{}, fmt.Errorf("claim %s is not the current claim of key %s: %w", supersedes, c.Key, ErrConflict)
+		}
+		now := s.now()
+		if ok && cur.ValueDigest == c.ValueDigest && cur.Live(now) && c.Status == StatusCurrent {
+			got, err := s.store.Refresh(ctx, c.TenantID, cur.MemoryID, now)
+			if errors.Is(err, ErrConflict) && attempt < maxInsertRetries {
+				continue
+			}
+			if err != nil {
+				return AddResult{}, fmt.Errorf("refresh claim %s: %w", cur.MemoryID, err)
+			}
+			s.profiles.drop(c.TenantID, c.SubjectID)
+			return AddResult{Claim: got, Outcome: OutcomeMerged, MergedInto: got.MemoryID}, nil
+		}
+		p := InsertParams{Claim: c}
+		if c.Status == StatusCurrent {
+			if vec == nil && s.vectors != nil {
+				if vec, err = s.vectors.embed(ctx, c); err != nil {
+					return AddResult{}, err
+				}
+			}
+			p.Vector = vec
+			if ok {
+				p.Supersede = cur.MemoryID
+				p.SupersededAt = maxTime(cur.ValidFrom, c.ValidFrom)
+				c.Supersedes = cur.MemoryID
+				p.Claim.Supersedes = cur.MemoryID
+			}
+		}
+		got, err := s.store.Insert(ctx, p)
+		if errors.Is(err, ErrConflict) && attempt < maxInsertRetries && supersedes == "" {
+			continue
+		}
+		if errors.Is(err, ErrTombstoned) {
+			r := "the claim was forgotten; its tombstone blocks it"
+			return AddResult{Outcome: OutcomeRefused, Reason: r}, &Refusal{Reason: r, Err: ErrTombstoned}
+		}
+		if err != nil {
+			return AddResult{}, fmt.Errorf("insert claim for key %s: %w", c.Key, err)
+		}
+		s.profiles.drop(c.TenantID, c.SubjectID)
+		res := AddResult{Claim: got, Outcome: OutcomeAdded}
+		switch {
+		case got.Status == StatusHeld:
+			res.Outcome, res.Reason = OutcomeHeld, heldReason(got)
+		case p.Supersede != "":
+			res.Superseded = p.Supersede
+			if cur.Live(now) {
+				res.Outcome = OutcomeSuperseded
+			}
+		}
+		return res, nil
+	}
+}
+
+// currentOf is the key's current claim, expired or not (it still holds the
+// key until something supersedes it).
+func (s *Service) currentOf(ctx context.Context, tenantID, subjectID, namespace, key string) (Claim, bool, error) {
+	cs, err := s.store.List(ctx, ListQuery{TenantID: tenantID, SubjectID: subjectID, Namespace: namespace, Key: key, Statuses: []Status{StatusCurrent}, Limit: 2})
+	if err != nil {
+		return Claim{}, false, fmt.Errorf("read current claim of key %s: %w", key, err)
+	}
+	if len(cs) == 0 {
+		return Claim{}, false, nil
+	}
+	return cs[0], true, nil
+}
+
+// Get returns one claim in any status.
+func (s *Service) Get(ctx context.Context, tenantID, memoryID string) (Claim, error) {
+	if err := checkID("memory_id", memoryID); err != nil {
+		return Claim{}, err
+	}
+	c, err := s.store.Get(ctx, tenantID, memoryID)
+	if err != nil {
+		return Claim{}, fmt.Errorf("get memory %s: %w", memoryID, err)
+	}
+	return c, nil
+}
+
+// Query selects the claims a read returns.
+type Query struct {
+	SubjectID string
+	Namespace string
+	Key       string
+	// AsOf, when set, reads the claims in force at that time (valid time).
+	AsOf *time.Time
+	// SchemaVersion, when > 0, is the newest claim schema the reader understands.
+	SchemaVersion int
+	Cursor        string
+	Limit         int
+}
+
+// List returns the subject's claims served now (current, unexpired), or in
+// force at q.AsOf, with a cursor to the next page.
+func (s *Service) List(ctx context.Context, tenantID string, q Query) ([]Claim, string, error) {
+	lq, err := s.listQuery(tenantID, q)
+	if err != nil {
+		return nil, "", err
+	}
+	at := s.now()
+	if q.AsOf != nil {
+		at = q.AsOf.UTC()
+		lq.AsOf = true
+	} else {
+		lq.Statuses = []Status{StatusCurrent}
+	}
+	lq.LiveAt = &at
+	return s.page(ctx, lq)
+}
+
+// Held lists the subject's claims held for confirmation.
+func (s *Service) Held(ctx context.Context, tenantID string, q Query) ([]Claim, string, error) {
+	lq, err := s.listQuery(tenantID, q)
+	if err != nil {
+		return nil, "", err
+	}
+	lq.Statuses = []Status{StatusHeld}
+	return s.page(ctx, lq)
+}
+
+// History returns every claim of the memory's key, oldest first: the
+// supersession chain with each claim's provenance and status.
+func (s *Service) History(ctx context.Context, tenantID, memoryID string) ([]Claim, error) {
+	c, err := s.Get(ctx, tenantID, memoryID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Claim
+	lq := ListQuery{TenantID: tenantID, SubjectID: c.SubjectID, Namespace: c.Namespace, Key: c.Key, Limit: MaxListLimit}
+	for {
+		cs, err := s.store.List(ctx, lq)
+		if err != nil {
+			return nil, fmt.Errorf("history of memory %s: %w", memoryID, err)
+		}
+		out = append(out, cs...)
+		if len(cs) < lq.Limit {
+			return out, nil
+		}
+		lq.AfterCreated, lq.AfterID = cs[len(cs)-1].CreatedAt, cs[len(cs)-1].MemoryID
+	}
+}
+
+func (s *Service) listQuery(tenantID string, q Query) (ListQuery, error) {
+	if err := checkID("subject_id", q.SubjectID); err != nil {
+		return ListQuery{}, err
+	}
+	for _, f := range []struct{ name, v string }{{"namespace", q.Namespace}, {"key", q.Key}} {
+		if f.v != "" {
+			if err := checkID(f.name, f.v); err != nil {
+				return ListQuery{}, err
+			}
+		}
+	}
+	if q.Limit < 0 || q.Limit > MaxListLimit {
+		return ListQuery{}, fmt.Errorf("%w: limit must be within [1, %d]", ErrInvalidInput, MaxListLimit)
+	}
+	if q.Limit == 0 {
+		q.Limit = DefaultListLimit
+	}
+	if q.SchemaVersion < 0 {
+		return ListQuery{}, fmt.Errorf("%w: schema_version must not be negative", ErrInvalidInput)
+	}
+	lq := ListQuery{TenantID: tenantID, SubjectID: q.SubjectID, Namespace: q.Namespace, Key: q.Key, MaxSchemaVersion: q.SchemaVersion, Limit: q.Limit}
+	if q.Cursor != "" {
+		t, id, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return ListQuery{}, err
+		}
+		lq.AfterCreated, lq.AfterID = t, id
+	}
+	return lq, nil
+}
+
+func (s *Service) page(ctx context.Context, lq ListQuery) ([]Claim, string, error) {
+	limit := lq.Limit
+	lq.Limit = limit + 1
+	cs, err := s.store.List(ctx, lq)
+	if err != nil {
+		return nil, "", fmt.Errorf("list memories of subject %s: %w", lq.SubjectID, err)
+	}
+	next := ""
+	if len(cs) > limit {
+		cs = cs[:limit]
+		last := cs[limit-1]
+		next = encodeCursor(last.CreatedAt, last.MemoryID)
+	}
+	return cs, next, nil
+}
+
+// Invalidate ends a current or held claim with a reason; it stays in the
+// history and is never served again.
+func (s *Service) Invalidate(ctx context.Context, tenantID, memoryID, reason string) (Claim, error) {
+	if err := checkID("memory_id", memoryID); err != nil {
+		return Claim{}, err
+	}
+	reason = strings.TrimSpace(reason)
+	if reason == "" || len(reason) > 1024 || !utf8.ValidString(reason) {
+		return Claim{}, fmt.Errorf("%w: an invalidation needs a reason of at most 1024 bytes", ErrInvalidInput)
+	}
+	c, err := s.store.Transition(ctx, TransitionParams{TenantID: tenantID, MemoryID: memoryID, From: []Status{StatusCurrent, StatusHeld}, To: StatusInvalidated, At: s.now(), Reason: reason})
+	if err != nil {
+		return Claim{}, fmt.Errorf("invalidate memory %s: %w", memoryID, err)
+	}
+	s.forgetCached(tenantID, c.SubjectID, c.MemoryID)
+	return c, nil
+}
+
+// Confirm makes a held claim current (the user confirmed it), superseding
+// the key's current claim.
+func (s *Service) Confirm(ctx context.Context, tenantID, memoryID string) (AddResult, error) {
+	held, err := s.Get(ctx, tenantID, memoryID)
+	if err != nil {
+		return AddResult{}, err
+	}
+	if held.Status != StatusHeld {
+		return AddResult{}, fmt.Errorf("confirm memory %s: it is %s, not held: %w", memoryID, held.Status, ErrConflict)
+	}
+	var vec *Vector
+	if s.vectors != nil {
+		if vec, err = s.vectors.embed(ctx, held); err != nil {
+			return AddResult{}, err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		cur, ok, err := s.currentOf(ctx, tenantID, held.SubjectID, held.Namespace, held.Key)
+		if err != nil {
+			return AddResult{}, err
+		}
+		now := s.now()
+		p := TransitionParams{TenantID: tenantID, MemoryID: memoryID, From: []Status{StatusHeld}, To: StatusCurrent, At: now, Vector: vec}
+		if ok {
+			p.Supersede, p.SupersededAt = cur.MemoryID, maxTime(cur.ValidFrom, held.ValidFrom)
+		}
+		c, err := s.store.Transition(ctx, p)
+		if errors.Is(err, ErrConflict) && attempt < maxInsertRetries {
+			if again, gerr := s.store.Get(ctx, tenantID, memoryID); gerr == nil && again.Status == StatusHeld {
+				continue
+			}
+		}
+		if err != nil {
+			return AddResult{}, fmt.Errorf("confirm memory %s: %w", memoryID, err)
+		}
+		s.profiles.drop(tenantID, c.SubjectID)
+		res := AddResult{Claim: c, Outcome: OutcomeAdded}
+		if ok {
+			res.Superseded = cur.MemoryID
+			if cur.Live(now) {
+				res.Outcome = OutcomeSuperseded
+			}
+		}
+		return res, nil
+	}
+}
+
+// Reject ends a held claim: it is never served.
+func (s *Service) Reject(ctx context.Context, tenantID, memoryID, reason string) (Claim, error) {
+	if err := checkID("memory_id", memoryID); err != nil {
+		return Claim{}, err
+	}
+	if len(reason) > 1024 || !utf8.ValidString(reason) {
+		return Claim{}, fmt.Errorf("%w: reason must be UTF-8 of at most 1024 bytes", ErrInvalidInput)
+	}
+	c, err := s.store.Transition(ctx, TransitionParams{TenantID: tenantID, MemoryID: memoryID, From: []Status{StatusHeld}, To: StatusRejected, At: s.now(), Reason: strings.TrimSpace(reason)})
+	if err != nil {
+		return Claim{}, fmt.Errorf("reject memory %s: %w", memoryID, err)
+	}
+	return c, nil
+}
+
+// Forget deletes the subject's memory (one namespace, or all when ""),
+// everywhere it is kept: the primary store, its full-text and vector
+// projections, and this instance's caches (other instances see the subject
+// version move and every hit is re-checked against the store). Tombstones
+// stop the same claims from coming back; the audit record keeps no content.
+func (s *Service) Forget(ctx context.Context, tenantID, subjectID, namespace, reason string) (ForgetRecord, error) {
+	if err := checkID("subject_id", subjectID); err != nil {
+		return ForgetRecord{}, err
+	}
+	if namespace != "" {
+		if err := checkID("namespace", namespace); err != nil {
+			return ForgetRecord{}, err
+		}
+	}
+	if len(reason) > 1024 || !utf8.ValidString(reason) {
+		return ForgetRecord{}, fmt.Errorf("%w: reason must be UTF-8 of at most 1024 bytes", ErrInvalidInput)
+	}
+	rec := ForgetRecord{ForgetID: uuid.NewString(), TenantID: tenantID, SubjectID: subjectID, Namespace: namespace, Reason: strings.TrimSpace(reason), CreatedAt: s.now()}
+	got, err := s.store.Forget(ctx, ForgetParams{TenantID: tenantID, SubjectID: subjectID, Namespace: namespace, Record: rec})
+	if err != nil {
+		return ForgetRecord{}, fmt.Errorf("forget subject %s: %w", subjectID, err)
+	}
+	if s.vectors != nil {
+		s.vectors.drop(tenantID, subjectID)
+	}
+	s.profiles.drop(tenantID, subjectID)
+	return got, nil
+}
+
+// DeclareNamespace stores a tenant's policy for a namespace.
+func (s *Service) DeclareNamespace(ctx context.Context, ns Namespace) (Namespace, error) {
+	if err := checkID("namespace", ns.Name); err != nil {
+		return Namespace{}, err
+	}
+	if ns.TTL < 0 {
+		return Namespace{}, fmt.Errorf("%w: ttl must not be negative", ErrInvalidInput)
+	}
+	if err := s.store.PutNamespace(ctx, ns); err != nil {
+		return Namespace{}, fmt.Errorf("declare namespace %s: %w", ns.Name, err)
+	}
+	return ns, nil
+}
+
+// Namespace returns a tenant's policy for a namespace (the zero policy if undeclared).
+func (s *Service) Namespace(ctx context.Context, tenantID, name string) (Namespace, error) {
+	if err := checkID("namespace", name); err != nil {
+		return Namespace{}, err
+	}
+	ns, err := s.store.GetNamespace(ctx, tenantID, name)
+	if err != nil {
+		return Namespace{}, fmt.Errorf("read namespace %s: %w", name, err)
+	}
+	return ns, nil
+}
+
+func (s *Service) forgetCached(tenantID, subjectID, memoryID string) {
+	if s.vectors != nil {
+		s.vectors.remove(tenantID, subjectID, memoryID)
+	}
+	s.profiles.drop(tenantID, subjectID)
+}
+
+func checkID(name, v string) error {
+	if v == "" {
+		return fmt.Errorf("%w: %s is required", ErrInvalidInput, name)
+	}
+	if len(v) > MaxIDBytes {
+		return fmt.Errorf("%w: %s is longer than %d bytes", ErrInvalidInput, name, MaxIDBytes)
+	}
+	if !utf8.ValidString(v) || strings.ContainsRune(v, 0) || strings.TrimSpace(v) != v {
+		return fmt.Errorf("%w: %s must be UTF-8 without NUL or surrounding spaces", ErrInvalidInput, name)
+	}
+	return nil
+}
+
+var sourceTypes = map[string]bool{SourceMessage: true, SourceRunEvent: true, SourceTool: true, SourceUser: true, SourceOperator: true, SourceDocument: true, SourceImport: true}
+
+var validations = map[string]bool{ValidatedUserStated: true, ValidatedUserConfirmed: true, ValidatedToolConfirmed: true, ValidatedOperator: true, ValidatedImported: true, ValidatedModelInferred: true}
+
+func checkProvenance(p Provenance) error {
+	switch {
+	case p.SourceType == "" && p.SourceID == "" && p.ValidatedBy == "":
+		return ErrNoProvenance
+	case !sourceTypes[p.SourceType]:
+		return fmt.Errorf("%w: provenance.source_type must be one of message, run_event, tool, user, operator, document, import", ErrNoProvenance)
+	case p.SourceID == "":
+		return fmt.Errorf("%w: provenance.source_id is required", ErrNoProvenance)
+	case !validations[p.ValidatedBy]:
+		return fmt.Errorf("%w: provenance.validated_by must be one of user_stated, user_confirmed, tool_confirmed, operator, imported, model_inferred", ErrNoProvenance)
+	case p.EventSeq < 0:
+		return fmt.Errorf("%w: provenance.event_seq must not be negative", ErrInvalidInput)
+	case len(p.MessageIDs) > 1000:
+		return fmt.Errorf("%w: provenance.message_ids has more than 1000 ids", ErrInvalidInput)
+	}
+	for _, f := range []struct{ name, v string }{{"source_id", p.SourceID}, {"source_version", p.SourceVersion}, {"run_id", p.RunID}, {"extractor", p.Extractor}} {
+		if f.v != "" {
+			if err := checkID("provenance."+f.name, f.v); err != nil {
+				return err
+			}
+		}
+	}
+	for _, id := range p.MessageIDs {
+		if err := checkID("provenance.message_ids", id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func compactJSON(v json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		return append(json.RawMessage(nil), v...)
+	}
+	return b.Bytes()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func approxTokens(s string) int { return (len(s) + 3) / 4 }

@@ -1,0 +1,128 @@
+package search
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+)
+
+func TestTerms(t *testing.T) {
+	got := Terms("Where does Caroline LIVE now? Caroline, where!")
+	want := []string{"caroline", "live"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Terms = %q, want %q", got, want)
+	}
+	if got := Terms("what is it"); !reflect.DeepEqual(got, []string{"what", "is", "it"}) {
+		t.Fatalf("stopword-only query = %q, want its words kept", got)
+	}
+	long := ""
+	for i := 0; i < 200; i++ {
+		long += fmt.Sprintf("w%d ", i)
+	}
+	if n := len(Terms(long)); n != MaxTerms {
+		t.Fatalf("len(Terms(200 words)) = %d, want %d", n, MaxTerms)
+	}
+}
+
+func TestRRF(t *testing.T) {
+	a := []Ranked{{"x", 9}, {"y", 5}, {"z", 1}}
+	b := []Ranked{{"y", 0.9}, {"w", 0.8}}
+	got := RRF(60, nil, a, b)
+	if got[0].ID != "y" {
+		t.Fatalf("top = %s, want y (ranked in both lists)", got[0].ID)
+	}
+	if got[0].Ranks[0] != 2 || got[0].Ranks[1] != 1 || got[0].Scores[1] != 0.9 {
+		t.Fatalf("y parts = %+v", got[0])
+	}
+	ids := []string{}
+	for _, f := range got {
+		ids = append(ids, f.ID)
+	}
+	if !reflect.DeepEqual(ids, []string{"y", "x", "w", "z"}) {
+		t.Fatalf("order = %v", ids)
+	}
+	weighted := RRF(60, []float64{0, 1}, a, b)
+	if weighted[0].ID != "y" || weighted[1].ID != "w" {
+		t.Fatalf("weight 0 on the first list still ranks by it: %+v", weighted)
+	}
+}
+
+func TestDecay(t *testing.T) {
+	now := time.Now()
+	if d := Decay(now.Add(-time.Hour), now, time.Hour); d < 0.499 || d > 0.501 {
+		t.Fatalf("one half-life = %v, want 0.5", d)
+	}
+	if Decay(now.Add(-time.Hour), now, 0) != 1 || Decay(now.Add(time.Hour), now, time.Hour) != 1 {
+		t.Fatal("no half-life or a future time must weigh 1")
+	}
+}
+
+func randVec(r *rand.Rand, dim int) []float32 {
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	Normalize(v)
+	return v
+}
+
+// TestVectorIndexExact checks Search against a full sort, with removals
+// and a filter.
+func TestVectorIndexExact(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	x := NewVectorIndex(16)
+	vecs := map[string][]float32{}
+	for i := 0; i < 500; i++ {
+		id := fmt.Sprintf("m%03d", i)
+		vecs[id] = randVec(r, 16)
+		ns := "a"
+		if i%3 == 0 {
+			ns = "b"
+		}
+		x.Upsert(id, vecs[id], Meta{Namespace: ns})
+	}
+	for i := 0; i < 500; i += 7 {
+		id := fmt.Sprintf("m%03d", i)
+		x.Remove(id)
+		delete(vecs, id)
+	}
+	if x.Len() != len(vecs) {
+		t.Fatalf("Len = %d, want %d", x.Len(), len(vecs))
+	}
+	q := randVec(r, 16)
+	keep := func(_ string, m Meta) bool { return m.Namespace == "a" }
+	got := x.Search(q, 10, keep)
+	var want []Ranked
+	for id, v := range vecs {
+		var n int
+		fmt.Sscanf(id, "m%03d", &n)
+		m := Meta{Namespace: "a"}
+		if n%3 == 0 {
+			m.Namespace = "b"
+		}
+		if keep(id, m) {
+			want = append(want, Ranked{id, float64(Dot(q, v))})
+		}
+	}
+	sort.Slice(want, func(i, j int) bool { return better(want[i], want[j]) })
+	want = want[:10]
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Search =\n%v\nwant\n%v", got, want)
+	}
+}
+
+func BenchmarkVectorSearch100k(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	x := NewVectorIndex(100)
+	for i := 0; i < 100_000; i++ {
+		x.Upsert(fmt.Sprint(i), randVec(r, 100), Meta{})
+	}
+	q := randVec(r, 100)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		x.Search(q, 40, nil)
+	}
+}
