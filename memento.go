@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
@@ -45,6 +46,9 @@ type Config struct {
 	// Tracer, when set, makes every store call a span (store/tracestore);
 	// nil means the services call the stores directly.
 	Tracer trace.Tracer
+	// Memory tunes long-term memory (embedder, extractor, token counter);
+	// Open fills in the offline defaults for what is left nil.
+	Memory memory.Options
 }
 
 // Backend names the store that holds runs.
@@ -63,6 +67,8 @@ type Stores struct {
 	Ops      toolop.Store
 	Sessions session.Store
 	Vault    pii.Store
+	// Memory holds long-term memory; nil means the runs store, when it is one.
+	Memory memory.Store
 }
 
 // Options tune the services New wires over Stores.
@@ -78,6 +84,8 @@ type Options struct {
 	PII PIIConfig
 	// Tracer, when set, wraps every store so that each call is a span.
 	Tracer trace.Tracer
+	// Memory tunes long-term memory (embedder, extractor, token counter).
+	Memory memory.Options
 }
 
 // Engine holds the domain services wired to their stores. Fields are added per
@@ -91,6 +99,9 @@ type Engine struct {
 	Sessions *session.Service
 	// Vault holds the personal data the redactor replaced by references.
 	Vault *pii.Vault
+	// Memory is long-term memory, on the runs backend (nil when no store
+	// for it was given).
+	Memory *memory.Service
 
 	cfg     Config
 	backend Backend
@@ -151,6 +162,15 @@ func New(st Stores, o Options) (*Engine, error) {
 	e.Ops = toolop.NewService(svc.Ops, nil)
 	e.Sessions = session.NewService(svc.Sessions, so)
 	e.Vault = vault
+	ms := st.Memory
+	if ms == nil {
+		// One backend usually serves every domain; a wrapper of the runs
+		// store (tracing) hides that, so look at the store itself.
+		ms, _ = st.Runs.(memory.Store)
+	}
+	if ms != nil {
+		e.Memory = memory.NewService(ms, o.Memory)
+	}
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
 		p, ok := s.(pinger)
@@ -246,7 +266,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer}
+	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: b.cfg.Memory}
 	o.PII.Key = key
 	e, err := New(st, o)
 	if err != nil {
