@@ -113,16 +113,3 @@ func TestVectorIndexExact(t *testing.T) {
 		t.Fatalf("Search =\n%v\nwant\n%v", got, want)
 	}
 }
-
-func BenchmarkVectorSearch100k(b *testing.B) {
-	r := rand.New(rand.NewSource(1))
-	x := NewVectorIndex(100)
-	for i := 0; i < 100_000; i++ {
-		x.Upsert(fmt.Sprint(i), randVec(r, 100), Meta{})
-	}
-	q := randVec(r, 100)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		x.Search(q, 40, nil)
-	}
-}
