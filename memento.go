@@ -67,7 +67,7 @@ type Stores struct {
 	Ops      toolop.Store
 	Sessions session.Store
 	Vault    pii.Store
-	// Memory holds long-term memory; nil means the runs store, when it is one.
+	// Memory holds long-term memory; nil leaves Engine.Memory nil.
 	Memory memory.Store
 }
 
@@ -162,14 +162,8 @@ func New(st Stores, o Options) (*Engine, error) {
 	e.Ops = toolop.NewService(svc.Ops, nil)
 	e.Sessions = session.NewService(svc.Sessions, so)
 	e.Vault = vault
-	ms := st.Memory
-	if ms == nil {
-		// One backend usually serves every domain; a wrapper of the runs
-		// store (tracing) hides that, so look at the store itself.
-		ms, _ = st.Runs.(memory.Store)
-	}
-	if ms != nil {
-		e.Memory = memory.NewService(ms, o.Memory)
+	if svc.Memory != nil {
+		e.Memory = memory.NewService(svc.Memory, o.Memory)
 	}
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
