@@ -169,12 +169,5 @@ func BenchmarkEmbed(b *testing.B) {
 		}
 		report(b)
 	})
-	// cold: a fresh embedder each time, so every word goes through Snowball.
-	b.Run("cold", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
-			New(0).EmbedInto(v, sentences[i%len(sentences)])
-		}
-		report(b)
-	})
 	_ = n
 }
