@@ -254,7 +254,7 @@ func TestRulesNoClaim(t *testing.T) {
 
 func TestRulesCategories(t *testing.T) {
 	cases := []struct {
-		in, key, category     string
+		in, key, category    string
 		sensitive, transient bool
 	}{
 		{"I'm allergic to penicillin", "health.allergies.penicillin", "health", true, false},
