@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/llm/hashembed"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
@@ -15,6 +16,7 @@ import (
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
 	"github.com/mementohq/memento/store/tracestore"
+	"github.com/mementohq/memento/tokens"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -67,7 +69,7 @@ type Stores struct {
 	Ops      toolop.Store
 	Sessions session.Store
 	Vault    pii.Store
-	// Memory holds long-term memory; nil means the runs store, when it is one.
+	// Memory holds long-term memory; nil leaves Engine.Memory nil.
 	Memory memory.Store
 }
 
@@ -162,14 +164,8 @@ func New(st Stores, o Options) (*Engine, error) {
 	e.Ops = toolop.NewService(svc.Ops, nil)
 	e.Sessions = session.NewService(svc.Sessions, so)
 	e.Vault = vault
-	ms := st.Memory
-	if ms == nil {
-		// One backend usually serves every domain; a wrapper of the runs
-		// store (tracing) hides that, so look at the store itself.
-		ms, _ = st.Runs.(memory.Store)
-	}
-	if ms != nil {
-		e.Memory = memory.NewService(ms, o.Memory)
+	if svc.Memory != nil {
+		e.Memory = memory.NewService(svc.Memory, o.Memory)
 	}
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
@@ -266,7 +262,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: b.cfg.Memory}
+	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: memoryDefaults(b.cfg.Memory)}
 	o.PII.Key = key
 	e, err := New(st, o)
 	if err != nil {
@@ -309,4 +305,19 @@ func (e *Engine) Close() error {
 		return fmt.Errorf("close memento: %w", err)
 	}
 	return nil
+}
+
+// memoryDefaults fills what a config leaves nil with the offline defaults:
+// the hashing embedder and exact token counts in o200k (the encoding of
+// today's OpenAI models; other families are counted the same way, which a
+// profile's tokenizer name says).
+func memoryDefaults(o memory.Options) memory.Options {
+	if o.Embedder == nil {
+		o.Embedder = hashembed.New(hashembed.DefaultDim)
+	}
+	if o.CountTokens == nil {
+		c := tokens.ForModel("gpt-4o")
+		o.CountTokens, o.TokenizerName = c.Count, c.Name()
+	}
+	return o
 }

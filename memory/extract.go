@@ -16,8 +16,14 @@ const (
 	MaxExtractMessageBytes = 16 << 10
 )
 
-// OutcomeFailed is a candidate the store could not write; nothing of it was kept.
-const OutcomeFailed Outcome = "failed"
+// Outcomes only extraction gives.
+const (
+	// OutcomeFailed is a candidate the store could not write; nothing of it was kept.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeInvalidated is a retraction ("I don't live in Paris anymore"):
+	// the current claim was invalidated, nothing was added.
+	OutcomeInvalidated Outcome = "invalidated"
+)
 
 // ExtractInput is one Extract call.
 type ExtractInput struct {
@@ -44,6 +50,8 @@ type ExtractItem struct {
 	MemoryID   string    `json:"memory_id,omitempty"`
 	Superseded string    `json:"superseded,omitempty"`
 	MergedInto string    `json:"merged_into,omitempty"`
+	// Contradicted lists claims of other keys this one made false, now invalidated.
+	Contradicted []string `json:"contradicted,omitempty"`
 }
 
 // ExtractResult reports every candidate and every message that gave none.
@@ -109,6 +117,9 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 	if sourceType == "" {
 		sourceType = SourceMessage
 	}
+	for _, rc := range ex.Rejected {
+		res.Items = append(res.Items, ExtractItem{Candidate: rc.Candidate, Outcome: OutcomeRefused, Reason: rc.Reason})
+	}
 	var tombs map[string]bool
 	failed, written := 0, 0
 	for _, c := range ex.Candidates {
@@ -118,6 +129,14 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 		}
 		if r := candidateProblem(c, roles); r != "" {
 			item.Outcome, item.Reason = OutcomeRefused, r
+			res.Items = append(res.Items, item)
+			continue
+		}
+		if isNull(c.Value) {
+			s.retract(ctx, tenantID, in.SubjectID, item.Candidate, in.Apply, &item)
+			if item.Outcome == OutcomeInvalidated && in.Apply {
+				written++
+			}
 			res.Items = append(res.Items, item)
 			continue
 		}
@@ -133,7 +152,7 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 			SubjectID: in.SubjectID, Namespace: item.Candidate.Namespace, Key: c.Key, Value: c.Value, Text: c.Text, Category: c.Category,
 			Provenance: Provenance{SourceType: sourceType, SourceID: sid, SourceVersion: in.SourceVersion, RunID: in.RunID,
 				MessageIDs: c.MessageIDs, ValidatedBy: c.ValidatedBy, Extractor: s.opts.Extractor.Name()},
-			Confidence: &conf, ConsentBasis: in.ConsentBasis, TTLSeconds: in.TTLSeconds,
+			Confidence: &conf, ConsentBasis: in.ConsentBasis, TTLSeconds: in.TTLSeconds, ValidFrom: c.ValidFrom,
 		}
 		if !in.Apply {
 			if tombs == nil {
@@ -162,6 +181,9 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 			written++
 			item.Outcome, item.Reason = r.Outcome, r.Reason
 			item.MemoryID, item.Superseded, item.MergedInto = r.Claim.MemoryID, r.Superseded, r.MergedInto
+			if r.Outcome != OutcomeHeld {
+				item.Contradicted = s.contradict(ctx, tenantID, in.SubjectID, item.Candidate, r.Claim.MemoryID)
+			}
 		}
 		res.Items = append(res.Items, item)
 	}
@@ -243,4 +265,52 @@ func (s *Service) tombstoneSet(ctx context.Context, tenantID, subjectID string) 
 		m[t.ValueDigest] = true
 	}
 	return m, nil
+}
+
+func isNull(v []byte) bool { return strings.TrimSpace(string(v)) == "null" }
+
+// retract invalidates the key's current claim for a candidate with a null
+// value, when the value it retracts (if named) is the current one.
+func (s *Service) retract(ctx context.Context, tenantID, subjectID string, c Candidate, apply bool, item *ExtractItem) {
+	cur, ok, err := s.currentOf(ctx, tenantID, subjectID, c.Namespace, c.Key)
+	switch {
+	case err != nil:
+		item.Outcome, item.Reason = OutcomeFailed, "the store did not answer"
+		return
+	case !ok || !cur.Live(s.now()):
+		item.Outcome, item.Reason = OutcomeRefused, "a retraction of a key that holds no current claim"
+		return
+	case len(c.Retracts) > 0 && !isNull(c.Retracts) && ValueDigest(c.Namespace, c.Key, c.Retracts) != cur.ValueDigest:
+		item.Outcome, item.Reason = OutcomeRefused, "the retracted value is not the current one"
+		return
+	}
+	item.MemoryID = cur.MemoryID
+	if !apply {
+		item.Outcome = OutcomeInvalidated
+		return
+	}
+	if _, err := s.Invalidate(ctx, tenantID, cur.MemoryID, "retracted by the user in message "+strings.Join(c.MessageIDs, ", ")); err != nil {
+		item.Outcome, item.Reason = OutcomeFailed, "the store did not take the retraction: retry"
+		return
+	}
+	item.Outcome = OutcomeInvalidated
+}
+
+// contradict invalidates the current claims of the keys a new claim makes
+// false, and returns their ids.
+func (s *Service) contradict(ctx context.Context, tenantID, subjectID string, c Candidate, by string) []string {
+	var out []string
+	for _, k := range c.Contradicts {
+		if k == c.Key || checkID("key", k) != nil {
+			continue
+		}
+		cur, ok, err := s.currentOf(ctx, tenantID, subjectID, c.Namespace, k)
+		if err != nil || !ok || !cur.Live(s.now()) {
+			continue
+		}
+		if _, err := s.Invalidate(ctx, tenantID, cur.MemoryID, "contradicted by claim "+by); err == nil {
+			out = append(out, cur.MemoryID)
+		}
+	}
+	return out
 }

@@ -110,9 +110,17 @@ func (vc *vectorCache) search(ctx context.Context, tenant, subject, namespace, q
 		return nil, err
 	}
 	nowUS := now.UnixMicro()
-	return e.index.Search(qv[0], k, func(_ string, m search.Meta) bool {
+	hits := e.index.Search(qv[0], k, func(_ string, m search.Meta) bool {
 		return (namespace == "" || m.Namespace == namespace) && (m.ExpiresAt == 0 || m.ExpiresAt > nowUS)
-	}), nil
+	})
+	// A vector at or below zero similarity shares nothing with the query:
+	// it would only pad the list.
+	for i, h := range hits {
+		if h.Score <= 0 {
+			return hits[:i], nil
+		}
+	}
+	return hits, nil
 }
 
 // sync brings e up to the subject's version, re-embedding claims that have

@@ -113,3 +113,24 @@ func TestVectorIndexExact(t *testing.T) {
 		t.Fatalf("Search =\n%v\nwant\n%v", got, want)
 	}
 }
+func TestTextIndexBM25(t *testing.T) {
+	x := NewTextIndex()
+	x.Add("a", "Caroline went to the LGBTQ support group")
+	x.Add("b", "Melanie painted a sunset over the lake")
+	x.Add("c", "Caroline is researching adoption agencies; adoption is her dream")
+	x.Add("d", "temporary")
+	x.Remove("d")
+	if x.Len() != 3 {
+		t.Fatalf("Len = %d", x.Len())
+	}
+	got := x.Search("When did Caroline go to the support groups?", 10, nil)
+	if len(got) != 2 || got[0].ID != "a" || got[1].ID != "c" {
+		t.Fatalf("Search = %+v, want a (support group, stemmed) then c", got)
+	}
+	if got := x.Search("adopting", 10, func(id string) bool { return id != "c" }); len(got) != 0 {
+		t.Fatalf("filtered search = %+v", got)
+	}
+	if got := x.Search("temporary", 10, nil); len(got) != 0 {
+		t.Fatalf("removed doc found: %+v", got)
+	}
+}

@@ -1,0 +1,404 @@
+package contextbuild
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mementohq/memento/llm"
+	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/session"
+	"github.com/mementohq/memento/tokens"
+)
+
+// Part kinds, in the order a context lists them.
+const (
+	KindSystem       = "system"
+	KindTools        = "tools"
+	KindSessionState = "session_state"
+	KindRunState     = "run_state"
+	KindProfile      = "profile"
+	KindMemories     = "memories"
+	KindSummary      = "summary"
+	KindDocuments    = "documents"
+	KindHistory      = "history"        // older raw events or messages chosen for the query
+	KindRecent       = "recent_history" // the newest raw events or messages
+	KindQuery        = "query"
+)
+
+// Shares of the budget left after the parts that are never cut: each
+// optional part may take at most its share; what a part leaves unused goes
+// to the history. Fixed on principle (state and facts are small and dense,
+// history is what a conversation mostly is), not fitted to any benchmark.
+const (
+	stateShare    = 0.15
+	profileShare  = 0.15
+	memoryShare   = 0.20
+	summaryShare  = 0.20
+	documentShare = 0.25
+	// recentShare is the part of the history budget kept for the newest
+	// items when a query asks for older ones too.
+	recentShare = 0.30
+	// minRecent newest items are kept ahead of any older one (continuity),
+	// when they fit.
+	minRecent = 4
+)
+
+// Limits of a request.
+const (
+	MaxBudgetTokens = 2_000_000
+	MaxSystemBytes  = 256 << 10
+	MaxQueryBytes   = 16 << 10
+	DefaultMemoryK  = 20
+	MaxMemoryK      = 200
+)
+
+// ErrInvalidInput is a malformed request; ErrBudgetTooSmall is a budget the
+// parts that are never cut (system, tools, query) do not fit in.
+var (
+	ErrInvalidInput   = errors.New("invalid input")
+	ErrBudgetTooSmall = errors.New("the budget does not hold the system part, the tools and the query")
+)
+
+// Request is one context to build.
+type Request struct {
+	Model         string     `json:"model"`
+	BudgetTokens  int        `json:"budget_tokens"`
+	ReserveTokens int        `json:"reserve_tokens"`
+	System        string     `json:"system"`
+	Tools         []llm.Tool `json:"tools"`
+	Query         string     `json:"query"`
+	SessionID     string     `json:"session_id"`
+	UserID        string     `json:"user_id"`
+	RunID         string     `json:"run_id"`
+	SubjectID     string     `json:"subject_id"`
+	Principal     string     `json:"principal"`
+	MemoryK       int        `json:"memory_k"`
+}
+
+// Result is the built context: the messages and how the budget was spent.
+type Result struct {
+	Messages   []llm.Message `json:"messages"`
+	Accounting Accounting    `json:"accounting"`
+}
+
+// Accounting says what every token is and where it came from.
+type Accounting struct {
+	BudgetTokens  int       `json:"budget_tokens"`
+	ReserveTokens int       `json:"reserve_tokens"`
+	TotalTokens   int       `json:"total_tokens"`
+	Tokenizer     string    `json:"tokenizer"`
+	Exact         bool      `json:"exact"`
+	Parts         []Part    `json:"parts"`
+	LeftOut       []LeftOut `json:"left_out"`
+}
+
+// Part is one part of the context with its tokens and sources (event seqs
+// as "seq:N", message seqs as "msg:N", "memory:ID", "summary:ID",
+// "chunk:ID", "session:ID", "run:ID@revision").
+type Part struct {
+	Kind      string   `json:"kind"`
+	Tokens    int      `json:"tokens"`
+	SourceIDs []string `json:"source_ids"`
+}
+
+// LeftOut is something that could have gone in and did not, and why.
+type LeftOut struct {
+	Kind      string   `json:"kind"`
+	SourceIDs []string `json:"source_ids"`
+	Reason    string   `json:"reason"`
+}
+
+// Summary is a verified summary of an owner's older history, as the
+// builder shows it.
+type Summary struct {
+	ID      string
+	FromSeq int64
+	ToSeq   int64
+	Text    string
+}
+
+// Summaries gives the builder the verified summaries of a run or session.
+// A summary that fails verification is not returned.
+type Summaries interface {
+	Verified(ctx context.Context, tenantID, ownerKind, ownerID string) ([]Summary, error)
+}
+
+// Document is a retrieved chunk the principal may read.
+type Document struct {
+	ChunkID string
+	Text    string
+}
+
+// Retriever gives the builder documents for a query and a principal.
+type Retriever interface {
+	Retrieve(ctx context.Context, tenantID, principal, query string, k int) ([]Document, error)
+}
+
+// Sources are the services a builder reads; any may be nil, and a request
+// naming a missing one is ErrInvalidInput.
+type Sources struct {
+	Runs      *run.Service
+	Sessions  *session.Service
+	Memory    *memory.Service
+	Summaries Summaries
+	Retriever Retriever
+	// Embedder, when set, ranks older history by meaning as well as words.
+	Embedder llm.Embedder
+}
+
+// Builder assembles model contexts under a token budget. It caches each
+// history's items with their token counts and a search index, so a second
+// build over a long history neither re-reads nor re-tokenizes it.
+type Builder struct {
+	src     Sources
+	history *historyCache
+}
+
+// New returns a builder over src.
+func New(src Sources) *Builder {
+	return &Builder{src: src, history: newHistoryCache(256)}
+}
+
+// Build assembles the context for r. The result never exceeds
+// BudgetTokens-ReserveTokens by the model's tokenizer, keeps the system
+// part, the tools and the query whole, and is the same for the same inputs
+// and stored data.
+func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result, error) {
+	if err := b.check(r); err != nil {
+		return Result{}, err
+	}
+	counter := tokens.ForModel(r.Model)
+	a := &assembly{counter: counter, acc: Accounting{BudgetTokens: r.BudgetTokens, ReserveTokens: r.ReserveTokens, Tokenizer: counter.Name(), Exact: counter.Exact(), Parts: []Part{}, LeftOut: []LeftOut{}}}
+	avail := r.BudgetTokens - r.ReserveTokens - tokens.ReplyPriming
+
+	sys := r.System
+	if sys != "" {
+		a.add(KindSystem, llm.Message{Role: llm.RoleSystem, Content: sys}, nil)
+	}
+	if len(r.Tools) > 0 {
+		tb, _ := json.Marshal(r.Tools)
+		a.add(KindTools, llm.Message{Role: llm.RoleSystem, Content: "Tools:\n" + string(tb)}, nil)
+	}
+	var queryMsg *llm.Message
+	if r.Query != "" {
+		queryMsg = &llm.Message{Role: llm.RoleUser, Content: r.Query}
+	}
+	queryTokens := 0
+	if queryMsg != nil {
+		queryTokens = tokens.MessageTokens(counter, *queryMsg)
+	}
+	fixed := a.total + queryTokens
+	if fixed > avail {
+		return Result{}, fmt.Errorf("%w: they take %d tokens, the budget leaves %d", ErrBudgetTooSmall, fixed, max(avail, 0))
+	}
+	rest := avail - fixed
+
+	own, err := b.readOwner(ctx, tenantID, r)
+	if err != nil {
+		return Result{}, err
+	}
+	if own != nil {
+		a.addState(own, int(float64(rest)*stateShare))
+	}
+	if err := b.addProfile(ctx, a, tenantID, r, int(float64(rest)*profileShare)); err != nil {
+		return Result{}, err
+	}
+	if err := b.addMemories(ctx, a, tenantID, r, int(float64(rest)*memoryShare)); err != nil {
+		return Result{}, err
+	}
+	if err := b.addDocuments(ctx, a, tenantID, r, int(float64(rest)*documentShare)); err != nil {
+		return Result{}, err
+	}
+	if own != nil {
+		covered, err := b.addSummaries(ctx, a, tenantID, own.hist, int(float64(rest)*summaryShare))
+		if err != nil {
+			return Result{}, err
+		}
+		if err := b.addHistory(ctx, a, own.hist, r.Query, avail-a.total-queryTokens, covered); err != nil {
+			return Result{}, err
+		}
+	}
+	if queryMsg != nil {
+		a.add(KindQuery, *queryMsg, nil)
+	}
+	// Parts made of lines are counted line by line from cached counts. Each
+	// line ends in a newline and starts with a non-space, where the
+	// OpenAI encodings' pre-tokenizer always splits, so the sum is the
+	// exact count of the joined message (the property test checks it
+	// against a full recount) and a rebuild re-tokenizes nothing it has
+	// seen.
+	a.acc.TotalTokens = a.total + tokens.ReplyPriming
+	for a.acc.TotalTokens > r.BudgetTokens-r.ReserveTokens {
+		if !a.dropLast() {
+			return Result{}, fmt.Errorf("%w: the parts that are never cut take %d tokens", ErrBudgetTooSmall, a.acc.TotalTokens)
+		}
+		a.acc.TotalTokens = tokens.ChatTokens(counter, a.msgs)
+	}
+	return Result{Messages: a.msgs, Accounting: a.acc}, nil
+}
+
+func (b *Builder) check(r Request) error {
+	switch {
+	case r.Model == "" || len(r.Model) > 256:
+		return fmt.Errorf("%w: model is required (at most 256 bytes)", ErrInvalidInput)
+	case r.BudgetTokens <= 0 || r.BudgetTokens > MaxBudgetTokens:
+		return fmt.Errorf("%w: budget_tokens must be within [1, %d]", ErrInvalidInput, MaxBudgetTokens)
+	case r.ReserveTokens < 0 || r.ReserveTokens >= r.BudgetTokens:
+		return fmt.Errorf("%w: reserve_tokens must be within [0, budget_tokens)", ErrInvalidInput)
+	case len(r.System) > MaxSystemBytes || !utf8.ValidString(r.System):
+		return fmt.Errorf("%w: system must be UTF-8 of at most %d bytes", ErrInvalidInput, MaxSystemBytes)
+	case len(r.Query) > MaxQueryBytes || !utf8.ValidString(r.Query):
+		return fmt.Errorf("%w: query must be UTF-8 of at most %d bytes", ErrInvalidInput, MaxQueryBytes)
+	case r.SessionID != "" && r.RunID != "":
+		return fmt.Errorf("%w: give session_id or run_id, not both", ErrInvalidInput)
+	case r.SessionID != "" && r.UserID == "":
+		return fmt.Errorf("%w: session_id needs user_id", ErrInvalidInput)
+	case r.SessionID != "" && b.src.Sessions == nil, r.RunID != "" && b.src.Runs == nil:
+		return fmt.Errorf("%w: this server keeps no sessions or runs to build from", ErrInvalidInput)
+	case r.SubjectID != "" && b.src.Memory == nil:
+		return fmt.Errorf("%w: this server keeps no long-term memory", ErrInvalidInput)
+	case r.Principal != "" && b.src.Retriever == nil:
+		return fmt.Errorf("%w: this server keeps no documents to retrieve", ErrInvalidInput)
+	case r.MemoryK < 0 || r.MemoryK > MaxMemoryK:
+		return fmt.Errorf("%w: memory_k must be within [0, %d]", ErrInvalidInput, MaxMemoryK)
+	}
+	for _, id := range []string{r.SessionID, r.UserID, r.RunID, r.SubjectID, r.Principal} {
+		if len(id) > 256 || !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
+			return fmt.Errorf("%w: ids must be UTF-8 without NUL, at most 256 bytes", ErrInvalidInput)
+		}
+	}
+	return nil
+}
+
+func (b *Builder) addProfile(ctx context.Context, a *assembly, tenantID string, r Request, cap int) error {
+	if r.SubjectID == "" {
+		return nil
+	}
+	p, err := b.src.Memory.Profile(ctx, tenantID, r.SubjectID)
+	if err != nil {
+		return fmt.Errorf("profile of subject %s: %w", r.SubjectID, err)
+	}
+	lines := []line{}
+	for _, ns := range p.Namespaces {
+		for _, it := range ns.Items {
+			lines = append(lines, line{text: "- " + ns.Namespace + "/" + it.Key + ": " + renderJSON(it.Value), src: "memory:" + it.MemoryID})
+		}
+	}
+	a.addLines(KindProfile, "Known about the user (confirmed facts):", lines, cap, "over the profile's share of the budget")
+	return nil
+}
+
+func (b *Builder) addMemories(ctx context.Context, a *assembly, tenantID string, r Request, cap int) error {
+	if r.SubjectID == "" || r.Query == "" {
+		return nil
+	}
+	k := r.MemoryK
+	if k == 0 {
+		k = DefaultMemoryK
+	}
+	res, err := b.src.Memory.Search(ctx, tenantID, memory.SearchQuery{Query: r.Query, SubjectID: r.SubjectID, K: k})
+	if err != nil {
+		return fmt.Errorf("search memories of subject %s: %w", r.SubjectID, err)
+	}
+	inProfile := map[string]bool{}
+	for _, p := range a.acc.Parts {
+		if p.Kind == KindProfile {
+			for _, id := range p.SourceIDs {
+				inProfile[id] = true
+			}
+		}
+	}
+	lines := []line{}
+	for _, h := range res.Items {
+		src := "memory:" + h.MemoryID
+		if inProfile[src] {
+			continue // already in front of the model
+		}
+		lines = append(lines, line{text: "- " + h.Text, src: src})
+	}
+	a.addLines(KindMemories, "Relevant memories:", lines, cap, "over the memories' share of the budget")
+	return nil
+}
+
+func (b *Builder) addDocuments(ctx context.Context, a *assembly, tenantID string, r Request, cap int) error {
+	if r.Principal == "" || r.Query == "" {
+		return nil
+	}
+	docs, err := b.src.Retriever.Retrieve(ctx, tenantID, r.Principal, r.Query, 20)
+	if err != nil {
+		return fmt.Errorf("retrieve documents: %w", err)
+	}
+	lines := make([]line, 0, len(docs))
+	for _, d := range docs {
+		lines = append(lines, line{text: "[" + d.ChunkID + "] " + d.Text, src: "chunk:" + d.ChunkID})
+	}
+	a.addLines(KindDocuments, "Retrieved documents:", lines, cap, "over the documents' share of the budget")
+	return nil
+}
+
+// addSummaries shows the verified summaries of the history's older part,
+// newest first while they fit; it returns the last seq they cover
+// contiguously from the start (0 when none).
+func (b *Builder) addSummaries(ctx context.Context, a *assembly, tenantID string, h *history, cap int) (int64, error) {
+	if b.src.Summaries == nil {
+		return 0, nil
+	}
+	sums, err := b.src.Summaries.Verified(ctx, tenantID, h.kind, h.id)
+	if err != nil {
+		return 0, fmt.Errorf("read summaries: %w", err)
+	}
+	sort.Slice(sums, func(i, j int) bool { return sums[i].FromSeq < sums[j].FromSeq })
+	var covered int64
+	for _, s := range sums {
+		if s.FromSeq != covered+1 {
+			break
+		}
+		covered = s.ToSeq
+	}
+	lines := make([]line, 0, len(sums))
+	for _, s := range sums {
+		if s.ToSeq > covered {
+			break
+		}
+		lines = append(lines, line{text: fmt.Sprintf("[%s %d-%d] %s", seqLabel(h.kind), s.FromSeq, s.ToSeq, s.Text), src: "summary:" + s.ID})
+	}
+	used := a.addLines(KindSummary, "Summary of the earlier history:", lines, cap, "over the summaries' share of the budget")
+	if used < len(lines) {
+		// Only a prefix chain that is shown counts as covered.
+		covered = 0
+		for _, s := range sums[:used] {
+			covered = s.ToSeq
+		}
+	}
+	return covered, nil
+}
+
+func seqLabel(kind string) string {
+	if kind == ownerSession {
+		return "messages"
+	}
+	return "events"
+}
+
+func compactJSON(b json.RawMessage) []byte {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return b
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+func renderJSON(v json.RawMessage) string {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(compactJSON(v))
+}

@@ -1,0 +1,462 @@
+package contextbuild
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/mementohq/memento/llm"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/search"
+	"github.com/mementohq/memento/session"
+	"github.com/mementohq/memento/tokens"
+)
+
+// Owner kinds of a history.
+const (
+	ownerRun     = "run"
+	ownerSession = "session"
+)
+
+// relevantCandidates bounds how many older items each ranking proposes.
+const relevantCandidates = 400
+
+// owner is the run or session a context is built for: its state and its history.
+type owner struct {
+	stateKind, stateLabel, stateSrc, state string
+	hist                                   *history
+}
+
+// item is one raw event or message of a history.
+type item struct {
+	seq  int64
+	role llm.Role
+	text string
+}
+
+// history is an owner's raw items, cached with their token counts (per
+// tokenizer) and a search index, and extended by what was appended since.
+type history struct {
+	key      historyKey
+	kind, id string
+	// generation tells a session created again under the same id apart.
+	generation string
+
+	mu      sync.Mutex
+	items   []item
+	lastSeq int64
+	index   *search.TextIndex
+	vectors *search.VectorIndex
+	vecDone int // items[:vecDone] have vectors
+	// counts[tokenizer] holds, per item, its tokens as a line and as a message.
+	counts map[string]*itemCounts
+}
+
+type itemCounts struct{ line, msg []int }
+
+func (b *Builder) readOwner(ctx context.Context, tenantID string, r Request) (*owner, error) {
+	switch {
+	case r.SessionID != "":
+		s, err := b.src.Sessions.Get(ctx, tenantID, r.SessionID, r.UserID)
+		if err != nil {
+			return nil, fmt.Errorf("read session %s: %w", r.SessionID, err)
+		}
+		o := &owner{stateKind: KindSessionState, stateLabel: "Session state", stateSrc: "session:" + r.SessionID + "@" + strconv.FormatInt(s.Revision, 10), state: stateText(s.State)}
+		h := b.history.get(tenantID, ownerSession, r.SessionID, s.CreatedAt.String())
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		// Messages answers the latest page after a seq: page back from the
+		// newest until the cached part is reached, then append in order.
+		var pages [][]session.Message
+		before := int64(0)
+		for {
+			msgs, err := b.src.Sessions.Messages(ctx, tenantID, r.SessionID, r.UserID, session.MessageQuery{AfterSeq: h.lastSeq, BeforeSeq: before, Limit: session.MaxListLimit})
+			if err != nil {
+				return nil, fmt.Errorf("read messages of session %s: %w", r.SessionID, err)
+			}
+			pages = append(pages, msgs)
+			if len(msgs) < session.MaxListLimit {
+				break
+			}
+			before = msgs[0].Seq
+		}
+		for i := len(pages) - 1; i >= 0; i-- {
+			for _, m := range pages[i] {
+				h.append(item{seq: m.Seq, role: chatRole(m.Role), text: m.Content})
+			}
+		}
+		// The session's cap trimmed the oldest messages: they are gone
+		// from the source, so they go from the cache too.
+		h.trimBefore(s.LastSeq - int64(s.MessageCount) + 1)
+		o.hist = h
+		return o, nil
+	case r.RunID != "":
+		rn, err := b.src.Runs.Get(ctx, tenantID, r.RunID)
+		if err != nil {
+			return nil, fmt.Errorf("read run %s: %w", r.RunID, err)
+		}
+		label := "Run state"
+		if rn.NextStep != "" {
+			label += " (next step " + rn.NextStep + ")"
+		}
+		o := &owner{stateKind: KindRunState, stateLabel: label, stateSrc: "run:" + r.RunID + "@" + strconv.FormatInt(rn.StateRevision, 10), state: stateText(rn.State)}
+		h := b.history.get(tenantID, ownerRun, r.RunID, rn.CreatedAt.String())
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for h.lastSeq < rn.StateRevision {
+			evs, err := b.src.Runs.Events(ctx, tenantID, r.RunID, h.lastSeq, run.MaxListLimit)
+			if err != nil {
+				return nil, fmt.Errorf("read events of run %s: %w", r.RunID, err)
+			}
+			for _, e := range evs {
+				h.append(item{seq: e.Seq, role: llm.RoleUser, text: eventText(e)})
+			}
+			if len(evs) < run.MaxListLimit {
+				break
+			}
+		}
+		o.hist = h
+		return o, nil
+	}
+	return nil, nil
+}
+
+func stateText(s json.RawMessage) string {
+	if len(s) == 0 || string(s) == "null" || string(s) == "{}" {
+		return ""
+	}
+	return string(compactJSON(s))
+}
+
+func chatRole(r string) llm.Role {
+	switch r {
+	case "assistant":
+		return llm.RoleAssistant
+	case "system":
+		return llm.RoleSystem
+	default:
+		return llm.RoleUser
+	}
+}
+
+// eventText renders an event for a model: a payload that carries a text
+// ("text", "content" or "message", with an optional "speaker" or "role"
+// and "date") reads as that line; any other payload as its type, step and
+// compact JSON.
+func eventText(e run.Event) string {
+	var p map[string]any
+	if json.Unmarshal(e.Payload, &p) == nil {
+		for _, k := range []string{"text", "content", "message"} {
+			if t, ok := p[k].(string); ok {
+				var b strings.Builder
+				if d, ok := p["date"].(string); ok && d != "" {
+					b.WriteString("(" + d + ") ")
+				}
+				for _, sk := range []string{"speaker", "role", "author"} {
+					if sp, ok := p[sk].(string); ok && sp != "" {
+						b.WriteString(sp + ": ")
+						break
+					}
+				}
+				b.WriteString(t)
+				return b.String()
+			}
+		}
+	}
+	s := e.EventType
+	if e.StepID != "" {
+		s += " " + e.StepID
+	}
+	if len(e.Payload) > 0 && string(e.Payload) != "null" {
+		s += ": " + string(compactJSON(e.Payload))
+	}
+	return s
+}
+
+func (h *history) append(it item) {
+	if it.seq <= h.lastSeq {
+		return
+	}
+	h.items = append(h.items, it)
+	h.lastSeq = it.seq
+	h.index.Add(strconv.FormatInt(it.seq, 10), it.text)
+	for _, c := range h.counts {
+		c.line = append(c.line, 0)
+		c.msg = append(c.msg, 0)
+	}
+}
+
+func (h *history) trimBefore(seq int64) {
+	i := sort.Search(len(h.items), func(i int) bool { return h.items[i].seq >= seq })
+	if i == 0 {
+		return
+	}
+	for _, it := range h.items[:i] {
+		id := strconv.FormatInt(it.seq, 10)
+		h.index.Remove(id)
+		if h.vectors != nil {
+			h.vectors.Remove(id)
+		}
+	}
+	h.items = append([]item(nil), h.items[i:]...)
+	h.vecDone = max(h.vecDone-i, 0)
+	for _, c := range h.counts {
+		c.line = append([]int(nil), c.line[i:]...)
+		c.msg = append([]int(nil), c.msg[i:]...)
+	}
+}
+
+// linePrefix names an item's source inside a part made of lines.
+func (h *history) linePrefix(it item) string {
+	return "[" + h.srcPrefix() + strconv.FormatInt(it.seq, 10) + "] "
+}
+
+func (h *history) srcPrefix() string {
+	if h.kind == ownerSession {
+		return "msg:"
+	}
+	return "seq:"
+}
+
+// countsFor returns the cached counts under c, filling what is missing.
+func (h *history) countsFor(c tokens.Counter) *itemCounts {
+	ic := h.counts[c.Name()]
+	if ic == nil {
+		ic = &itemCounts{line: make([]int, len(h.items)), msg: make([]int, len(h.items))}
+		h.counts[c.Name()] = ic
+	}
+	for i, it := range h.items {
+		if ic.line[i] == 0 {
+			ic.line[i] = c.Count(h.linePrefix(it) + it.text + "\n")
+			ic.msg[i] = tokens.MessageTokens(c, llm.Message{Role: it.role, Content: it.text})
+		}
+	}
+	return ic
+}
+
+// addHistory spends budget on the history: the newest items as messages,
+// and, when a query is given, the older items most relevant to it (full
+// text and, with an embedder, meaning, fused) in one part, in seq order.
+// Items neither shown nor summarised are recorded as left out.
+func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query string, budget int, covered int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.items) == 0 || budget <= 0 {
+		if len(h.items) > 0 {
+			a.leave(KindHistory, h.ranges(h.items), "no budget left")
+		}
+		return nil
+	}
+	ic := h.countsFor(a.counter)
+	recentBudget := budget
+	if query != "" {
+		recentBudget = int(float64(budget) * recentShare)
+	}
+	// The newest items first, back from the end, while they fit; at least
+	// minRecent when the whole budget holds them.
+	start, used := len(h.items), 0
+	for start > 0 {
+		t := ic.msg[start-1]
+		lim := recentBudget
+		if len(h.items)-start < minRecent {
+			lim = budget
+		}
+		if used+t > lim {
+			break
+		}
+		used += t
+		start--
+	}
+	chosen := map[int]bool{}
+	if query != "" && start > 0 {
+		header := "Earlier history relevant to the question (oldest first):"
+		left := budget - used - (tokens.TokensPerMessage + a.counter.Count(string(llm.RoleSystem)) + a.counter.Count(header+"\n"))
+		ranked, err := b.rankOlder(ctx, h, query, start)
+		if err != nil {
+			return err
+		}
+		for _, i := range ranked {
+			if t := ic.line[i]; t <= left {
+				chosen[i] = true
+				left -= t
+			}
+		}
+		if len(chosen) > 0 {
+			idx := make([]int, 0, len(chosen))
+			for i := range chosen {
+				idx = append(idx, i)
+			}
+			sort.Ints(idx)
+			lines := make([]line, len(idx))
+			total := tokens.TokensPerMessage + a.counter.Count(string(llm.RoleSystem)) + a.counter.Count(header+"\n")
+			for k, i := range idx {
+				it := h.items[i]
+				lines[k] = line{text: h.linePrefix(it) + it.text, src: h.srcPrefix() + strconv.FormatInt(it.seq, 10), tokens: ic.line[i]}
+				total += ic.line[i]
+			}
+			a.addLinesMessage(KindHistory, header, lines, total, llm.RoleSystem)
+		}
+	}
+	if start < len(h.items) {
+		recent := h.items[start:]
+		src := make([]string, len(recent))
+		for k, it := range recent {
+			src[k] = h.srcPrefix() + strconv.FormatInt(it.seq, 10)
+			a.msgs = append(a.msgs, llm.Message{Role: it.role, Content: it.text})
+		}
+		a.acc.Parts = append(a.acc.Parts, Part{Kind: KindRecent, Tokens: used, SourceIDs: src})
+		// Recent messages are separate messages: dropLast removes the part
+		// whole, which keeps the accounting exact.
+		first := len(a.msgs) - len(recent)
+		for k := range recent {
+			a.parts = append(a.parts, &builtPart{kind: KindRecent, msg: first + k, part: len(a.acc.Parts) - 1})
+		}
+		a.total += used
+	}
+	var summarised, out []item
+	for i, it := range h.items[:start] {
+		if chosen[i] {
+			continue
+		}
+		if it.seq <= covered {
+			summarised = append(summarised, it)
+		} else {
+			out = append(out, it)
+		}
+	}
+	if len(summarised) > 0 {
+		a.leave(KindHistory, h.ranges(summarised), "covered by a verified summary")
+	}
+	if len(out) > 0 {
+		a.leave(KindHistory, h.ranges(out), "over budget")
+	}
+	return nil
+}
+
+// rankOlder orders items[:end] by relevance to query: full text, fused with
+// vectors when an embedder is set. Items that match nothing are not ranked.
+func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end int) ([]int, error) {
+	limit := h.items[end-1].seq
+	keep := func(id string) bool {
+		n, _ := strconv.ParseInt(id, 10, 64)
+		return n <= limit
+	}
+	lists := [][]search.Ranked{h.index.Search(query, relevantCandidates, keep)}
+	if b.src.Embedder != nil {
+		if err := h.embed(ctx, b.src.Embedder); err != nil {
+			return nil, err
+		}
+		qv, err := b.src.Embedder.Embed(ctx, []string{query})
+		if err != nil || len(qv) != 1 {
+			return nil, fmt.Errorf("embed query: %w", err)
+		}
+		vs := h.vectors.Search(qv[0], relevantCandidates, func(id string, _ search.Meta) bool { return keep(id) })
+		for i, v := range vs {
+			if v.Score <= 0 {
+				vs = vs[:i]
+				break
+			}
+		}
+		lists = append(lists, vs)
+	}
+	fused := search.RRF(search.RRFK, nil, lists...)
+	pos := make(map[int64]int, end)
+	for i, it := range h.items[:end] {
+		pos[it.seq] = i
+	}
+	out := make([]int, 0, len(fused))
+	for _, f := range fused {
+		n, _ := strconv.ParseInt(f.ID, 10, 64)
+		if i, ok := pos[n]; ok {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+func (h *history) embed(ctx context.Context, e llm.Embedder) error {
+	if h.vectors == nil || h.vectors.Dim() != e.Dim() {
+		h.vectors, h.vecDone = search.NewVectorIndex(e.Dim()), 0
+	}
+	for h.vecDone < len(h.items) {
+		batch := h.items[h.vecDone:min(h.vecDone+256, len(h.items))]
+		texts := make([]string, len(batch))
+		for i, it := range batch {
+			texts[i] = it.text
+		}
+		vs, err := e.Embed(ctx, texts)
+		if err != nil {
+			return fmt.Errorf("embed history: %w", err)
+		}
+		if len(vs) != len(batch) {
+			return fmt.Errorf("embed history: %d vectors for %d texts", len(vs), len(batch))
+		}
+		for i, it := range batch {
+			h.vectors.Upsert(strconv.FormatInt(it.seq, 10), vs[i], search.Meta{})
+		}
+		h.vecDone += len(batch)
+	}
+	return nil
+}
+
+// ranges names items as compact seq ranges ("seq:1-40").
+func (h *history) ranges(items []item) []string {
+	var out []string
+	for i := 0; i < len(items); {
+		j := i
+		for j+1 < len(items) && items[j+1].seq == items[j].seq+1 {
+			j++
+		}
+		if i == j {
+			out = append(out, h.srcPrefix()+strconv.FormatInt(items[i].seq, 10))
+		} else {
+			out = append(out, h.srcPrefix()+strconv.FormatInt(items[i].seq, 10)+"-"+strconv.FormatInt(items[j].seq, 10))
+		}
+		i = j + 1
+	}
+	return out
+}
+
+// historyCache is a bounded LRU of histories.
+type historyCache struct {
+	max     int
+	mu      sync.Mutex
+	entries map[historyKey]*list.Element
+	lru     *list.List
+}
+
+type historyKey struct{ tenant, kind, id string }
+
+func newHistoryCache(max int) *historyCache {
+	return &historyCache{max: max, entries: map[historyKey]*list.Element{}, lru: list.New()}
+}
+
+// get returns the cached history of an owner, a fresh one if none is cached
+// or the cached one belongs to an earlier generation of the owner.
+func (c *historyCache) get(tenant, kind, id, generation string) *history {
+	k := historyKey{tenant, kind, id}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[k]; ok {
+		h := el.Value.(*history)
+		if h.generation == generation {
+			c.lru.MoveToFront(el)
+			return h
+		}
+		c.lru.Remove(el)
+		delete(c.entries, k)
+	}
+	h := &history{key: k, kind: kind, id: id, generation: generation, index: search.NewTextIndex(), counts: map[string]*itemCounts{}}
+	c.entries[k] = c.lru.PushFront(h)
+	for c.lru.Len() > c.max {
+		old := c.lru.Back()
+		c.lru.Remove(old)
+		delete(c.entries, old.Value.(*history).key)
+	}
+	return h
+}

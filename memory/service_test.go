@@ -1,0 +1,470 @@
+package memory_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/search"
+	"github.com/mementohq/memento/store/memstore"
+)
+
+// wordEmbedder is a deterministic bag-of-words embedder for tests: texts
+// sharing words are near, others far.
+type wordEmbedder struct{ model string }
+
+func (w wordEmbedder) Model() string { return w.model }
+func (w wordEmbedder) Dim() int      { return 64 }
+func (w wordEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		v := make([]float32, 64)
+		for _, term := range search.Terms(t) {
+			h := fnv.New32a()
+			h.Write([]byte(term))
+			v[h.Sum32()%64]++
+		}
+		search.Normalize(v)
+		out[i] = v
+	}
+	return out, nil
+}
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newService(t *testing.T, st memory.Store, clk *clock) *memory.Service {
+	t.Helper()
+	o := memory.Options{Embedder: wordEmbedder{"test-words@1"}, Extractor: scripted{}}
+	if clk != nil {
+		o.Now = clk.now
+	}
+	return memory.NewService(st, o)
+}
+
+func prov() memory.Provenance {
+	return memory.Provenance{SourceType: memory.SourceMessage, SourceID: "chat-1", MessageIDs: []string{"m1"}, ValidatedBy: memory.ValidatedUserStated}
+}
+
+func add(t *testing.T, s *memory.Service, tenant string, in memory.AddInput) memory.AddResult {
+	t.Helper()
+	if in.Provenance.SourceType == "" {
+		in.Provenance = prov()
+	}
+	r, err := s.Add(context.Background(), tenant, in)
+	if err != nil {
+		t.Fatalf("Add(%s=%s): %v", in.Key, in.Value, err)
+	}
+	return r
+}
+
+func str(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
+
+func TestSupersedeKeepsHistoryAndServesOnlyTheNewClaim(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	first := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "preference.language", Value: str("English")})
+	if first.Outcome != memory.OutcomeAdded {
+		t.Fatalf("first outcome = %s", first.Outcome)
+	}
+	second := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "preference.language", Value: str("Russian")})
+	if second.Outcome != memory.OutcomeSuperseded || second.Superseded != first.Claim.MemoryID || second.Claim.Supersedes != first.Claim.MemoryID {
+		t.Fatalf("second = %+v", second)
+	}
+	cur, _, err := s.List(ctx, "t1", memory.Query{SubjectID: "u1"})
+	if err != nil || len(cur) != 1 || string(cur[0].Value) != `"Russian"` {
+		t.Fatalf("List = %+v, %v; want only Russian", cur, err)
+	}
+	hist, err := s.History(ctx, "t1", second.Claim.MemoryID)
+	if err != nil || len(hist) != 2 {
+		t.Fatalf("History = %d claims, %v; want 2", len(hist), err)
+	}
+	if hist[0].Status != memory.StatusSuperseded || hist[0].SupersededBy != second.Claim.MemoryID || hist[0].Provenance.SourceID != "chat-1" {
+		t.Fatalf("old claim in history = %+v", hist[0])
+	}
+	res, err := s.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "which language"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range res.Items {
+		if h.MemoryID == first.Claim.MemoryID {
+			t.Fatalf("search served the superseded claim: %+v", h)
+		}
+	}
+	if len(res.Items) != 1 || res.Items[0].MemoryID != second.Claim.MemoryID {
+		t.Fatalf("search = %+v, want the current claim", res.Items)
+	}
+}
+
+func TestExactDuplicateMergesIntoTheCurrentClaim(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	a := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "dislikes.mugs", Value: str("mugs")})
+	b := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "dislikes.mugs", Value: str("  Mugs ")})
+	if b.Outcome != memory.OutcomeMerged || b.MergedInto != a.Claim.MemoryID || b.Claim.Confirmations != 2 {
+		t.Fatalf("duplicate = %+v, want merged into %s with 2 confirmations", b, a.Claim.MemoryID)
+	}
+	cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1"})
+	if len(cs) != 1 {
+		t.Fatalf("duplicates piled up: %d claims", len(cs))
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Key: "k", Value: str("v")}); !errors.Is(err, memory.ErrNoProvenance) {
+		t.Fatalf("no provenance: %v", err)
+	}
+	p := prov()
+	p.ValidatedBy = memory.ValidatedModelInferred
+	var ref *memory.Refusal
+	if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Key: "k", Value: str("v"), Provenance: p}); !errors.As(err, &ref) {
+		t.Fatalf("model inference: %v, want a refusal", err)
+	}
+	if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Key: "mood", Value: str("sad"), Category: "mood", Provenance: prov()}); !errors.As(err, &ref) {
+		t.Fatalf("mood: %v, want a refusal", err)
+	}
+	held := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "health.allergy", Value: str("peanuts"), Category: "health"})
+	if held.Outcome != memory.OutcomeHeld || held.Claim.Status != memory.StatusHeld || held.Reason == "" {
+		t.Fatalf("health claim = %+v, want held with a reason", held)
+	}
+	if cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1"}); len(cs) != 0 {
+		t.Fatalf("refused or held claims served: %+v", cs)
+	}
+	if r, _ := s.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "peanuts allergy"}); len(r.Items) != 0 {
+		t.Fatalf("held claim found by search: %+v", r.Items)
+	}
+	hs, _, err := s.Held(ctx, "t1", memory.Query{SubjectID: "u1"})
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("Held = %+v, %v", hs, err)
+	}
+	conf, err := s.Confirm(ctx, "t1", held.Claim.MemoryID)
+	if err != nil || conf.Claim.Status != memory.StatusCurrent {
+		t.Fatalf("Confirm = %+v, %v", conf, err)
+	}
+	if r, _ := s.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "peanuts allergy"}); len(r.Items) != 1 {
+		t.Fatalf("confirmed claim not found by search: %+v", r.Items)
+	}
+	other := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "health.diet", Value: str("vegan"), Category: "health"})
+	if _, err := s.Reject(ctx, "t1", other.Claim.MemoryID, "not true"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Confirm(ctx, "t1", other.Claim.MemoryID); !errors.Is(err, memory.ErrConflict) {
+		t.Fatalf("confirm after reject: %v, want ErrConflict", err)
+	}
+	if _, err := s.DeclareNamespace(ctx, memory.Namespace{TenantID: "t1", Name: "personal", Personal: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Namespace: "personal", Key: "home.city", Value: str("Saint Petersburg"), Provenance: prov()}); !errors.Is(err, memory.ErrNoConsent) {
+		t.Fatalf("personal namespace without consent: %v", err)
+	}
+	add(t, s, "t1", memory.AddInput{SubjectID: "u1", Namespace: "personal", Key: "home.city", Value: str("Saint Petersburg"), ConsentBasis: "consent"})
+	// Another tenant's namespace policy is its own.
+	add(t, s, "t2", memory.AddInput{SubjectID: "u1", Namespace: "personal", Key: "home.city", Value: str("Paris")})
+}
+
+func TestExpiryInvalidationAndAsOf(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	s := newService(t, memstore.New().Memory(), clk)
+	city := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "home.city", Value: str("Moscow")})
+	clk.add(24 * time.Hour)
+	tmp := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "trip.city", Value: str("Kazan trip"), TTLSeconds: 60})
+	moved := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "home.city", Value: str("Saint Petersburg")})
+	wrong := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "pet", Value: str("a cat named Kazan")})
+	if _, err := s.Invalidate(ctx, "t1", wrong.Claim.MemoryID, "user said it was a joke"); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(2 * time.Minute)
+	cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1"})
+	if len(cs) != 1 || cs[0].MemoryID != moved.Claim.MemoryID {
+		t.Fatalf("List after expiry and invalidation = %+v", cs)
+	}
+	r, _ := s.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "Kazan"})
+	for _, h := range r.Items {
+		if h.MemoryID == tmp.Claim.MemoryID || h.MemoryID == wrong.Claim.MemoryID {
+			t.Fatalf("search served an expired or invalidated claim: %s", h.Text)
+		}
+	}
+	past := time.Date(2026, 5, 1, 18, 0, 0, 0, time.UTC)
+	old, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1", AsOf: &past})
+	if len(old) != 1 || old[0].MemoryID != city.Claim.MemoryID {
+		t.Fatalf("as-of read = %+v, want Moscow", old)
+	}
+	if _, err := s.Invalidate(ctx, "t1", wrong.Claim.MemoryID, "again"); !errors.Is(err, memory.ErrConflict) {
+		t.Fatalf("second invalidate: %v, want ErrConflict", err)
+	}
+}
+
+func TestForgetReachesEveryCopyAndTombstonesBlockReplay(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New().Memory()
+	s := newService(t, st, nil)
+	other := newService(t, st, nil) // a second instance with its own caches
+	in := memory.AddInput{SubjectID: "u1", Key: "dislikes.mugs", Value: str("mugs")}
+	add(t, s, "t1", in)
+	add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "home.city", Value: str("Saint Petersburg")})
+	add(t, s, "t1", memory.AddInput{SubjectID: "u2", Key: "dislikes.mugs", Value: str("mugs")})
+	if r, _ := other.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "mugs"}); len(r.Items) == 0 || !strings.Contains(r.Items[0].Text, "mugs") {
+		t.Fatalf("before forget: %+v", r.Items)
+	}
+	if _, err := other.Profile(ctx, "t1", "u1"); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Forget(ctx, "t1", "u1", "", "user asked")
+	if err != nil || rec.Claims != 2 || rec.Tombstones != 2 {
+		t.Fatalf("Forget = %+v, %v", rec, err)
+	}
+	b, _ := json.Marshal(rec)
+	if strings.Contains(string(b), "mugs") || strings.Contains(string(b), "Petersburg") {
+		t.Fatalf("audit record keeps content: %s", b)
+	}
+	for _, mode := range []string{memory.ModeHybrid, memory.ModeFulltext, memory.ModeVector} {
+		if r, _ := other.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "mugs Petersburg", Mode: mode}); len(r.Items) != 0 {
+			t.Fatalf("%s search after forget: %+v", mode, r.Items)
+		}
+	}
+	if p, _ := other.Profile(ctx, "t1", "u1"); p.Claims != 0 {
+		t.Fatalf("profile after forget on another instance: %+v", p)
+	}
+	if n, err := st.ProjectionRows(ctx, "t1", "u1"); err != nil || n != 0 {
+		t.Fatalf("projection rows after forget = %d, %v", n, err)
+	}
+	in.Provenance = prov()
+	if _, err := s.Add(ctx, "t1", in); !errors.Is(err, memory.ErrTombstoned) {
+		t.Fatalf("replaying a forgotten claim: %v, want ErrTombstoned", err)
+	}
+	if r, _ := s.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u2", Query: "mugs"}); len(r.Items) != 1 {
+		t.Fatalf("another subject lost its memory: %+v", r.Items)
+	}
+}
+
+func TestTenantIsolation(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	a := add(t, s, "tA", memory.AddInput{SubjectID: "u1", Key: "secret", Value: str("blue door")})
+	if _, err := s.Get(ctx, "tB", a.Claim.MemoryID); !errors.Is(err, memory.ErrNotFound) {
+		t.Fatalf("tenant B read A's claim: %v", err)
+	}
+	if r, _ := s.Search(ctx, "tB", memory.SearchQuery{SubjectID: "u1", Query: "blue door"}); len(r.Items) != 0 {
+		t.Fatalf("tenant B found A's claim: %+v", r.Items)
+	}
+	if cs, _, _ := s.List(ctx, "tB", memory.Query{SubjectID: "u1"}); len(cs) != 0 {
+		t.Fatal("tenant B listed A's claims")
+	}
+	if _, err := s.Invalidate(ctx, "tB", a.Claim.MemoryID, "x"); !errors.Is(err, memory.ErrNotFound) {
+		t.Fatalf("tenant B invalidated A's claim: %v", err)
+	}
+}
+
+func TestConcurrentCorrectionsLeaveOneCurrentClaim(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Key: "home.city", Value: str(fmt.Sprintf("city %d", i)), Provenance: prov()})
+			errs <- err
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent add: %v", err)
+		}
+	}
+	cur, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1"})
+	if len(cur) != 1 {
+		t.Fatalf("%d current claims, want 1", len(cur))
+	}
+	hist, _ := s.History(ctx, "t1", cur[0].MemoryID)
+	if len(hist) != 16 {
+		t.Fatalf("history has %d claims, want 16 (none lost)", len(hist))
+	}
+}
+
+func TestSearchHybridAndParts(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	for i, v := range []string{"loves hiking in the mountains", "works as a nurse in Boston", "has a dog named Max", "prefers tea over coffee"} {
+		add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: fmt.Sprintf("fact.%d", i), Value: str(v)})
+	}
+	r, err := s.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "what is the dog called", K: 2})
+	if err != nil || len(r.Items) == 0 {
+		t.Fatalf("search = %+v, %v", r, err)
+	}
+	top := r.Items[0]
+	if !strings.Contains(top.Text, "dog") || r.Mode != memory.ModeHybrid || top.Parts.FulltextRank != 1 || top.Parts.VectorRank != 1 || top.Provenance.SourceID == "" {
+		t.Fatalf("top hit = %+v (mode %s)", top, r.Mode)
+	}
+	if len(r.Items) > 2 {
+		t.Fatalf("k=2 gave %d hits", len(r.Items))
+	}
+	plain := memory.NewService(memstore.New().Memory(), memory.Options{})
+	if _, err := plain.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "x", Mode: memory.ModeVector}); !errors.Is(err, memory.ErrInvalidInput) {
+		t.Fatalf("vector search without an embedder: %v", err)
+	}
+	if _, err := s.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "x", Mode: "semantic"}); !errors.Is(err, memory.ErrInvalidInput) {
+		t.Fatalf("unknown mode: %v", err)
+	}
+}
+
+func TestRecencyWeighting(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := newService(t, memstore.New().Memory(), clk)
+	old := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "a", Value: str("went to the concert")})
+	clk.add(30 * 24 * time.Hour)
+	recent := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "b", Value: str("went to the concert again")})
+	r, _ := s.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "concert", HalfLife: 24 * time.Hour})
+	if len(r.Items) != 2 || r.Items[0].MemoryID != recent.Claim.MemoryID || r.Items[1].MemoryID != old.Claim.MemoryID || r.Items[1].Parts.Recency > 0.001 {
+		t.Fatalf("recency-weighted = %+v", r.Items)
+	}
+}
+
+func TestModelChangeReembeds(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New().Memory()
+	v1 := memory.NewService(st, memory.Options{Embedder: wordEmbedder{"words@1"}})
+	add(t, v1, "t1", memory.AddInput{SubjectID: "u1", Key: "pet", Value: str("a parrot called Kiwi")})
+	v2 := memory.NewService(st, memory.Options{Embedder: wordEmbedder{"words@2"}})
+	r, err := v2.Search(ctx, "t1", memory.SearchQuery{SubjectID: "u1", Query: "parrot", Mode: memory.ModeVector})
+	if err != nil || len(r.Items) != 1 || r.Model != "words@2" {
+		t.Fatalf("vector search after a model change = %+v, %v", r, err)
+	}
+	if miss, _ := st.MissingVectors(ctx, "t1", "u1", "words@2", 10); len(miss) != 0 {
+		t.Fatalf("%d claims still lack a words@2 vector", len(miss))
+	}
+}
+
+func TestProfileInvalidatedOnWrite(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New().Memory()
+	s, other := newService(t, st, nil), newService(t, st, nil)
+	add(t, s, "t1", memory.AddInput{SubjectID: "u1", Namespace: "prefs", Key: "language", Value: str("Russian")})
+	p, err := other.Profile(ctx, "t1", "u1")
+	if err != nil || p.Claims != 1 || len(p.Namespaces) != 1 || !strings.Contains(p.Namespaces[0].Text, "language: Russian") || p.Tokens == 0 {
+		t.Fatalf("profile = %+v, %v", p, err)
+	}
+	add(t, s, "t1", memory.AddInput{SubjectID: "u1", Namespace: "prefs", Key: "language", Value: str("English")})
+	p, _ = other.Profile(ctx, "t1", "u1")
+	if !strings.Contains(p.Namespaces[0].Text, "language: English") || strings.Contains(p.Namespaces[0].Text, "Russian") {
+		t.Fatalf("stale profile served after a correction elsewhere: %q", p.Namespaces[0].Text)
+	}
+}
+
+// scripted is an extractor that returns one candidate per user message
+// "key=value", a mood for "mood=...", and nothing (skipped) otherwise.
+type scripted struct{}
+
+func (scripted) Name() string { return "scripted@1" }
+func (scripted) Extract(_ context.Context, msgs []memory.Message) (memory.Extraction, error) {
+	var ex memory.Extraction
+	for _, m := range msgs {
+		k, v, ok := strings.Cut(m.Content, "=")
+		if !ok || m.Role != "user" {
+			ex.Skipped = append(ex.Skipped, memory.SkippedMessage{MessageID: m.ID, Reason: "no explicit statement"})
+			continue
+		}
+		c := memory.Candidate{Key: k, Value: str(v), Kind: "statement", ValidatedBy: memory.ValidatedUserStated, MessageIDs: []string{m.ID}}
+		if k == "mood" {
+			c.Category = "mood"
+		}
+		ex.Candidates = append(ex.Candidates, c)
+	}
+	return ex, nil
+}
+
+func TestExtractReportsEveryOutcome(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "home.city", Value: str("Moscow")})
+	msgs := []memory.Message{
+		{ID: "a", Role: "user", Content: "home.city=Saint Petersburg"},
+		{ID: "b", Role: "user", Content: "mood=tired"},
+		{ID: "c", Role: "assistant", Content: "likes=tea"},
+		{ID: "d", Role: "user", Content: "hello there"},
+	}
+	dry, err := s.Extract(ctx, "t1", memory.ExtractInput{SubjectID: "u1", Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1"}); len(cs) != 1 || string(cs[0].Value) != `"Moscow"` {
+		t.Fatalf("a dry run wrote: %+v", cs)
+	}
+	if len(dry.Items) != 2 || dry.Items[0].Outcome != memory.OutcomeSuperseded || dry.Items[1].Outcome != memory.OutcomeRefused {
+		t.Fatalf("dry run = %+v", dry.Items)
+	}
+	res, err := s.Extract(ctx, "t1", memory.ExtractInput{SubjectID: "u1", Messages: msgs, Apply: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounted := map[string]bool{}
+	for _, it := range res.Items {
+		for _, id := range it.Candidate.MessageIDs {
+			accounted[id] = true
+		}
+	}
+	for _, sk := range res.Skipped {
+		accounted[sk.MessageID] = true
+	}
+	for _, m := range msgs {
+		if !accounted[m.ID] {
+			t.Fatalf("message %s was dropped silently: %+v", m.ID, res)
+		}
+	}
+	if res.Items[0].Outcome != memory.OutcomeSuperseded || res.Items[0].MemoryID == "" || res.Items[1].Outcome != memory.OutcomeRefused || res.Items[1].Reason == "" {
+		t.Fatalf("applied = %+v", res.Items)
+	}
+	c, _ := s.Get(ctx, "t1", res.Items[0].MemoryID)
+	if c.Provenance.Extractor != "scripted@1" || len(c.Provenance.MessageIDs) != 1 || c.Provenance.MessageIDs[0] != "a" {
+		t.Fatalf("extracted claim provenance = %+v", c.Provenance)
+	}
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New().Memory()
+	s := newService(t, st, nil)
+	bad := []memory.AddInput{
+		{SubjectID: "", Key: "k", Value: str("v")},
+		{SubjectID: "u1", Key: "", Value: str("v")},
+		{SubjectID: "u1", Key: "k", Value: json.RawMessage(`{`)},
+		{SubjectID: "u1", Key: "k", Value: json.RawMessage(`null`)},
+		{SubjectID: "u1", Key: "k", Value: str(strings.Repeat("x", memory.DefaultMaxValueBytes))},
+		{SubjectID: strings.Repeat("s", 300), Key: "k", Value: str("v")},
+		{SubjectID: "u1", Key: "k\x00", Value: str("v")},
+		{SubjectID: "u1", Key: "k", Value: str("v"), TTLSeconds: -1},
+	}
+	for i, in := range bad {
+		in.Provenance = prov()
+		if _, err := s.Add(ctx, "t1", in); !errors.Is(err, memory.ErrInvalidInput) {
+			t.Fatalf("bad input %d: %v, want ErrInvalidInput", i, err)
+		}
+	}
+	if v, _ := st.SubjectVersion(ctx, "t1", "u1"); v != 0 {
+		t.Fatalf("bad input moved the subject version to %d", v)
+	}
+}
