@@ -146,38 +146,47 @@ func (b *batch) resolveMeant(f *fact) bool {
 }
 
 func (b *batch) add(f fact, m memory.Message) {
-	// Only the latest candidate of a key is a duplicate: "Paris", "Lyon",
-	// "Paris" again is two moves, not one fact seen twice.
-	if i, ok := b.latest[f.key]; ok {
-		c := &b.ex.Candidates[i]
-		if bytesEqualJSON(c.Value, f.value) {
-			if !slices.Contains(c.MessageIDs, m.ID) {
-				c.MessageIDs = append(c.MessageIDs, m.ID)
-			}
-			if f.kind == memory.KindCorrection {
-				c.Kind = memory.KindCorrection
-			}
-			c.Confidence = max(c.Confidence, f.conf)
-			if c.ValidFromHint == "" && f.hint != "" {
-				c.ValidFromHint, c.ValidFrom = f.hint, f.from
-			}
-			return
-		}
-	}
 	text := f.text
 	if text == "" {
 		text = memory.RenderText(f.key, f.value)
 	}
-	b.ex.Candidates = append(b.ex.Candidates, memory.Candidate{
+	b.addCandidate(memory.Candidate{
 		Key: f.key, Value: f.value, Text: text, Category: f.category, Kind: f.kind,
 		ValidatedBy: memory.ValidatedUserStated, Confidence: f.conf,
 		MessageIDs: []string{m.ID}, Evidence: strings.TrimSpace(m.Content[f.ev[0]:f.ev[1]]),
 		Retracts: f.retracts, Contradicts: f.contra, ValidFromHint: f.hint, ValidFrom: f.from,
 		About: f.about,
 	})
+}
+
+// addCandidate appends c, or merges it into the latest candidate of its key
+// when that one says the same. Only the latest candidate of a key is a
+// duplicate: "Paris", "Lyon", "Paris" again is two moves, not one fact seen
+// twice.
+func (b *batch) addCandidate(c memory.Candidate) {
+	k := c.Namespace + "\x00" + c.Key
+	if i, ok := b.latest[k]; ok {
+		prev := &b.ex.Candidates[i]
+		if bytesEqualJSON(prev.Value, c.Value) && prev.ValidatedBy == c.ValidatedBy {
+			for _, id := range c.MessageIDs {
+				if !slices.Contains(prev.MessageIDs, id) {
+					prev.MessageIDs = append(prev.MessageIDs, id)
+				}
+			}
+			if c.Kind == memory.KindCorrection {
+				prev.Kind = memory.KindCorrection
+			}
+			prev.Confidence = max(prev.Confidence, c.Confidence)
+			if prev.ValidFromHint == "" && c.ValidFromHint != "" {
+				prev.ValidFromHint, prev.ValidFrom = c.ValidFromHint, c.ValidFrom
+			}
+			return
+		}
+	}
+	b.ex.Candidates = append(b.ex.Candidates, c)
 	i := len(b.ex.Candidates) - 1
-	b.latest[f.key] = i
-	if len(f.value) > 0 && f.value[0] == '"' {
+	b.latest[k] = i
+	if len(c.Value) > 0 && c.Value[0] == '"' {
 		b.last = i
 	}
 }
