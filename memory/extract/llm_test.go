@@ -431,3 +431,30 @@ func TestLLMSchemaIsStrict(t *testing.T) {
 		t.Errorf("required %v vs properties %d", items.Required, len(items.Properties))
 	}
 }
+
+func TestOpenAIChatBadResponses(t *testing.T) {
+	cases := []struct {
+		name, body, want string
+		malformed        bool
+	}{
+		{"html", `<html>gateway</html>`, "not the chat completion JSON", true},
+		{"no choices", `{"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 0}}`, "no choices", true},
+		{"refusal", `{"choices": [{"message": {"role": "assistant", "content": null, "refusal": "I can't help with that"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 5, "completion_tokens": 3}}`, "refused", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			chat := NewOpenAIChat(srv.URL+"/v1", "", "m", time.Second)
+			_, pt, _, err := chat(context.Background(), "s", "u", llmSchema)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrMalformedAnswer) != tc.malformed {
+				t.Fatalf("err %v", err)
+			}
+			if tc.name != "html" && pt != 5 {
+				t.Errorf("prompt tokens %d, want the usage of the failed answer", pt)
+			}
+		})
+	}
+}
