@@ -146,38 +146,47 @@ func (b *batch) resolveMeant(f *fact) bool {
 }
 
 func (b *batch) add(f fact, m memory.Message) {
-	// Only the latest candidate of a key is a duplicate: "Paris", "Lyon",
-	// "Paris" again is two moves, not one fact seen twice.
-	if i, ok := b.latest[f.key]; ok {
-		c := &b.ex.Candidates[i]
-		if bytesEqualJSON(c.Value, f.value) {
-			if !slices.Contains(c.MessageIDs, m.ID) {
-				c.MessageIDs = append(c.MessageIDs, m.ID)
-			}
-			if f.kind == memory.KindCorrection {
-				c.Kind = memory.KindCorrection
-			}
-			c.Confidence = max(c.Confidence, f.conf)
-			if c.ValidFromHint == "" && f.hint != "" {
-				c.ValidFromHint, c.ValidFrom = f.hint, f.from
-			}
-			return
-		}
-	}
 	text := f.text
 	if text == "" {
 		text = memory.RenderText(f.key, f.value)
 	}
-	b.ex.Candidates = append(b.ex.Candidates, memory.Candidate{
+	b.addCandidate(memory.Candidate{
 		Key: f.key, Value: f.value, Text: text, Category: f.category, Kind: f.kind,
 		ValidatedBy: memory.ValidatedUserStated, Confidence: f.conf,
 		MessageIDs: []string{m.ID}, Evidence: strings.TrimSpace(m.Content[f.ev[0]:f.ev[1]]),
 		Retracts: f.retracts, Contradicts: f.contra, ValidFromHint: f.hint, ValidFrom: f.from,
 		About: f.about,
 	})
+}
+
+// addCandidate appends c, or merges it into the latest candidate of its key
+// when that one says the same. Only the latest candidate of a key is a
+// duplicate: "Paris", "Lyon", "Paris" again is two moves, not one fact seen
+// twice.
+func (b *batch) addCandidate(c memory.Candidate) {
+	k := c.Namespace + "\x00" + c.Key
+	if i, ok := b.latest[k]; ok {
+		prev := &b.ex.Candidates[i]
+		if bytesEqualJSON(prev.Value, c.Value) && prev.ValidatedBy == c.ValidatedBy {
+			for _, id := range c.MessageIDs {
+				if !slices.Contains(prev.MessageIDs, id) {
+					prev.MessageIDs = append(prev.MessageIDs, id)
+				}
+			}
+			if c.Kind == memory.KindCorrection {
+				prev.Kind = memory.KindCorrection
+			}
+			prev.Confidence = max(prev.Confidence, c.Confidence)
+			if prev.ValidFromHint == "" && c.ValidFromHint != "" {
+				prev.ValidFromHint, prev.ValidFrom = c.ValidFromHint, c.ValidFrom
+			}
+			return
+		}
+	}
+	b.ex.Candidates = append(b.ex.Candidates, c)
 	i := len(b.ex.Candidates) - 1
-	b.latest[f.key] = i
-	if len(f.value) > 0 && f.value[0] == '"' {
+	b.latest[k] = i
+	if len(c.Value) > 0 && c.Value[0] == '"' {
 		b.last = i
 	}
 }
@@ -203,6 +212,8 @@ type parser struct {
 	at   time.Time
 	// allLower: the user types without capitals, so a place needs none.
 	allLower bool
+	// greeted: the message opened with a greeting, so "I'm Anna" is an introduction.
+	greeted bool
 }
 
 // message reads one user message: its facts, or why it has none.
@@ -211,6 +222,7 @@ func (p *parser) message(text string, at time.Time) ([]fact, string) {
 	p.toks = tokenize(text, p.toks[:0])
 	p.sens = sentences(p.toks, p.sens[:0])
 	p.allLower = strings.ToLower(text) == text
+	p.greeted = false
 	var facts []fact
 	reason := ""
 	for _, s := range p.sens {
@@ -363,6 +375,9 @@ func (c *clause) skipOpeners() {
 				c.correction = true
 			}
 		case fillers[tk.w] && tk.kind == tWord:
+			if greetings[tk.w] {
+				c.p.greeted = true
+			}
 			c.i++
 		default:
 			return
@@ -476,7 +491,8 @@ func (c *clause) predicate(scope, about string, self bool) ([]fact, string) {
 		return c.be(scope, about, self, m)
 	case w == "live" || w == "lives" || w == "reside" || w == "resides":
 		c.i++
-		if !c.eat("in", "at") {
+		// Not "at": an address is raw personal data, not a narrow claim.
+		if !c.eat("in") {
 			return nil, ""
 		}
 		return c.place(scope, about, "home.city", m)
@@ -786,7 +802,8 @@ func (c *clause) sentiment(scope, about string, like bool, m mods) ([]fact, stri
 	if c.done() {
 		return nil, ""
 	}
-	if c.t[c.i].kind == tWord && (badObjects[c.word(0)] || c.at("my", "our", "his", "her", "their", "mine")) {
+	if k := c.pastArticles(); c.t[k].kind == tWord && (badObjects[c.t[k].w] || c.t[k].w == "my" ||
+		c.t[k].w == "our" || c.t[k].w == "his" || c.t[k].w == "her" || c.t[k].w == "their" || c.t[k].w == "mine") {
 		return nil, whyConversation
 	}
 	listStart := c.i
@@ -821,6 +838,9 @@ func (c *clause) sentiment(scope, about string, like bool, m mods) ([]fact, stri
 		return nil, ""
 	}
 	fs := c.sentimentFacts(items, scope, about, like, m)
+	if len(fs) == 0 {
+		return nil, whyConversation
+	}
 	hint, from, cease := c.trailer()
 	for i := range fs {
 		if cease && fs[i].retracts == nil {
@@ -838,7 +858,7 @@ func (c *clause) sentimentFacts(items [][2]int, scope, about string, like bool, 
 	for _, it := range items {
 		v := c.p.text[it[0]:it[1]]
 		sl := slug(v)
-		if sl == "" {
+		if sl == "" || aboutConversation(sl) {
 			continue
 		}
 		key, other, cat := "likes."+sl, "dislikes."+sl, "like"
@@ -914,6 +934,11 @@ func (c *clause) be(scope, about string, self bool, m mods) ([]fact, string) {
 		return c.work(scope, about, m)
 	case w == "moving" || w == "going" || w == "planning" || w == "thinking" || w == "considering" || w == "about":
 		return nil, whyHypothetical
+	case w == "into" && !m.neg:
+		c.i++
+		return c.sentiment(scope, about, true, m)
+	case c.fanOf():
+		return c.sentiment(scope, about, !m.neg, mods{cease: m.cease})
 	case w == "married" && c.word(1) == "to":
 		c.i += 2
 		return c.relationName(scope, "spouse", m)
@@ -944,9 +969,10 @@ func (c *clause) be(scope, about string, self bool, m mods) ([]fact, string) {
 		return c.relationNameHere(scope, about, m)
 	case !self && c.i < len(c.t) && c.t[c.i].cap && c.t[c.i].kind == tWord && !m.neg:
 		return c.relationNameHere(scope, about, m)
-	case self && scope == "" && c.i < len(c.t) && c.t[c.i].cap && c.t[c.i].kind == tWord && !m.neg &&
+	case self && scope == "" && c.p.greeted && c.i < len(c.t) && c.t[c.i].cap && c.t[c.i].kind == tWord && !m.neg &&
 		!badNames[w] && !notNames[w] && languages[w] == "" && c.i+1 >= len(c.t):
-		// "I'm Anna." alone: a name, said loosely.
+		// "Hi, I'm Anna." after a greeting: a name, said loosely. Without
+		// one, "I'm Canadian" would be a name too.
 		return c.name("name", confLoose), ""
 	}
 	return nil, ""
@@ -1067,6 +1093,9 @@ func (c *clause) have(scope, about string, self bool, m mods) ([]fact, string) {
 	switch {
 	case c.eatSeq("lived", "in"), c.eatSeq("been", "living", "in"):
 		return c.place(scope, about, "home.city", m)
+	case c.eat("been"):
+		// "I've been a teacher for ten years", "I've been vegetarian since 2019"
+		return c.be(scope, about, self, m)
 	case c.eat("moved", "relocated"):
 		c.eat("back")
 		if !c.eat("to", "into") {
@@ -1454,6 +1483,42 @@ func (c *clause) russianSelf() ([]fact, string) {
 func (c *clause) anymoreAhead() bool {
 	for k := c.i; k < len(c.t); k++ {
 		if w := c.t[k].w; w == "anymore" || (w == "any" && k+1 < len(c.t) && c.t[k+1].w == "more") {
+			return true
+		}
+	}
+	return false
+}
+
+// pastArticles is the index of the first token after a/an/the (at most the last token).
+func (c *clause) pastArticles() int {
+	k := c.i
+	for k < len(c.t)-1 && (c.t[k].w == "a" || c.t[k].w == "an" || c.t[k].w == "the") {
+		k++
+	}
+	return k
+}
+
+// fanOf reads "a (big|huge) fan of" and leaves the cursor on its object.
+func (c *clause) fanOf() bool {
+	k := 0
+	if c.word(k) == "a" {
+		k++
+	}
+	for c.word(k) == "big" || c.word(k) == "huge" || c.word(k) == "great" || c.word(k) == "massive" {
+		k++
+	}
+	if c.word(k) == "fan" && c.word(k+1) == "of" {
+		c.i += k + 2
+		return true
+	}
+	return false
+}
+
+// aboutConversation reports whether a slug names part of the chat itself
+// ("new_version", "your_answer"): a comment on the reply, not a taste.
+func aboutConversation(slug string) bool {
+	for _, w := range strings.Split(slug, "_") {
+		if conversationNouns[w] {
 			return true
 		}
 	}
