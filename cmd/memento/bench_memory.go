@@ -71,7 +71,7 @@ loads the subject's vectors and builds the approximate index.`,
 	fl.IntVar(&f.queries, "queries", 200, "searches per figure")
 	fl.IntVar(&f.addSamples, "add-samples", 2000, "claims through Service.Add (and as many through the store's Insert)")
 	fl.IntVar(&f.extractSamples, "extract-samples", 300, "Extract calls")
-	fl.IntVar(&f.workers, "workers", 2, "bulk-load writers")
+	fl.IntVar(&f.workers, "workers", 0, "bulk-load writers (default 1 on sqlite and memstore, one writer at a time there; 4 on postgres)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the reports as one JSON object")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	return cmd
@@ -94,10 +94,17 @@ func runBenchMemory(cmd *cobra.Command, f benchMemoryFlags) error {
 		if err != nil {
 			return fmt.Errorf("bench memory: %w", err)
 		}
+		workers := f.workers
+		if workers <= 0 {
+			workers = 1
+			if b == bench.BackendPostgres {
+				workers = 4
+			}
+		}
 		cfg := bench.MemoryConfig{
 			Backend: b, Store: st, Embedder: emb, Extractor: extract.Rules{}, Sizes: f.sizes,
 			Subjects: f.subjects, OneSubject: f.oneSubject, Queries: f.queries,
-			AddSamples: f.addSamples, ExtractSamples: f.extractSamples, Workers: f.workers,
+			AddSamples: f.addSamples, ExtractSamples: f.extractSamples, Workers: workers,
 			Progress: cmd.ErrOrStderr(),
 		}
 		if f.quiet {

@@ -121,30 +121,53 @@ type MemoryTargets struct {
 	ExtractMet        bool    `json:"extract_met"`
 }
 
-// The synthetic corpus: claims like "prefers quiet jazz records in the
-// morning near Lyon", drawn from small word lists so queries match.
+// The synthetic corpus: each claim is a verb and seven words drawn from a
+// vocabulary of memVocab made-up words by a Zipf law (s 1.1), as words
+// fall in text, so a three-word query matches a realistic few of a large
+// subject's claims rather than a tenth of them (a tiny vocabulary would
+// make every query match thousands of claims and time only ranking).
+const memVocab = 20_000
+
 var (
 	memVerbs  = []string{"likes", "prefers", "hates", "collects", "studies", "plays", "cooks", "visits", "reads", "avoids", "buys", "repairs"}
-	memAdjs   = []string{"quiet", "old", "spicy", "green", "fast", "cheap", "rare", "wooden", "vintage", "sweet", "loud", "tiny", "modern", "classic", "bitter", "warm"}
-	memNouns  = []string{"jazz", "records", "tea", "coffee", "bicycles", "novels", "mugs", "orchids", "cameras", "maps", "chess", "pasta", "salmon", "sushi", "guitars", "boots", "clocks", "stamps", "movies", "trains", "paintings", "poems", "cheese", "lamps"}
-	memWhen   = []string{"in the morning", "at night", "on weekends", "in winter", "after work", "on holidays", "every day", "in summer"}
 	memPlaces = []string{"Lyon", "Berlin", "Rome", "Porto", "Oslo", "Kyoto", "Austin", "Lima", "Tartu", "Graz", "Turin", "Leeds"}
+	memAdjs   = []string{"quiet", "old", "spicy", "green", "fast", "cheap", "rare", "wooden", "vintage", "sweet", "loud", "tiny"}
+	memNouns  = []string{"jazz", "records", "tea", "coffee", "bicycles", "novels", "mugs", "orchids", "cameras", "maps", "chess", "pasta"}
+	memWords  = func() []string {
+		cons, vows := "bdfgklmnprstvz", "aeiou"
+		ws := make([]string, memVocab)
+		for i := range ws {
+			var b strings.Builder
+			for n := i + 1; n > 0; n /= len(cons) * len(vows) {
+				d := n % (len(cons) * len(vows))
+				b.WriteByte(cons[d%len(cons)])
+				b.WriteByte(vows[d/len(cons)])
+			}
+			ws[i] = b.String() + "n"
+		}
+		return ws
+	}()
 )
 
-func memText(r *rand.Rand) string {
-	pick := func(xs []string) string { return xs[r.Intn(len(xs))] }
-	return fmt.Sprintf("%s %s %s %s %s near %s", pick(memVerbs), pick(memAdjs), pick(memNouns), pick(memAdjs), pick(memWhen), pick(memPlaces))
+// memZipf draws word ranks; one per generator, as rand.Zipf keeps its r.
+func memZipf(r *rand.Rand) *rand.Zipf { return rand.NewZipf(r, 1.1, 2, memVocab-1) }
+
+func memText(r *rand.Rand, z *rand.Zipf) string {
+	ws := []string{memVerbs[r.Intn(len(memVerbs))]}
+	for i := 0; i < 7; i++ {
+		ws = append(ws, memWords[z.Uint64()])
+	}
+	return strings.Join(ws, " ")
 }
 
-func memQuery(r *rand.Rand) string {
-	pick := func(xs []string) string { return xs[r.Intn(len(xs))] }
-	return fmt.Sprintf("%s %s %s", pick(memAdjs), pick(memNouns), pick(memPlaces))
+func memQuery(r *rand.Rand, z *rand.Zipf) string {
+	return memWords[z.Uint64()] + " " + memWords[z.Uint64()] + " " + memWords[z.Uint64()]
 }
 
 // memInput is item i of a layout: key "fact.<i>" (a new key each time, so
 // Add adds), value and text from the corpus.
-func memInput(r *rand.Rand, subject string, i int) memory.AddInput {
-	text := memText(r)
+func memInput(r *rand.Rand, z *rand.Zipf, subject string, i int) memory.AddInput {
+	text := memText(r, z)
 	v, _ := json.Marshal(text)
 	return memory.AddInput{
 		SubjectID:  subject,
@@ -233,6 +256,7 @@ func RunMemory(ctx context.Context, cfg MemoryConfig) (*MemoryReport, error) {
 		rep.Embedder = cfg.Embedder.Model()
 	}
 	r := rand.New(rand.NewSource(cfg.Seed))
+	z := memZipf(r)
 	const manyTenant, oneTenant = "bench-many", "bench-one"
 	subjectOf := func(i int) string { return "s" + strconv.Itoa(i%cfg.Subjects) }
 
@@ -244,7 +268,7 @@ func RunMemory(ctx context.Context, cfg MemoryConfig) (*MemoryReport, error) {
 	addLat := make([]time.Duration, 0, nAdd)
 	t0 := time.Now()
 	for ; loaded < nAdd; loaded++ {
-		in := memInput(r, subjectOf(loaded), loaded)
+		in := memInput(r, z, subjectOf(loaded), loaded)
 		t := time.Now()
 		if _, err := svc.Add(ctx, manyTenant, in); err != nil {
 			return nil, fmt.Errorf("bench memory: add: %w", err)
@@ -257,7 +281,7 @@ func RunMemory(ctx context.Context, cfg MemoryConfig) (*MemoryReport, error) {
 	t0 = time.Now()
 	for end := loaded + nIns; loaded < end; loaded++ {
 		t := time.Now()
-		p, err := BulkInsert(ctx, cfg.Embedder, manyTenant, memInput(r, subjectOf(loaded), loaded), time.Now())
+		p, err := BulkInsert(ctx, cfg.Embedder, manyTenant, memInput(r, z, subjectOf(loaded), loaded), time.Now())
 		if err == nil {
 			_, err = cfg.Store.Insert(ctx, p)
 		}
@@ -355,6 +379,7 @@ func bulkLoad(ctx context.Context, cfg MemoryConfig, tenant string, from, to int
 		go func(w int) {
 			defer wg.Done()
 			r := rand.New(rand.NewSource(cfg.Seed + int64(from) + int64(w)*7919))
+			z := memZipf(r)
 			for {
 				mu.Lock()
 				i := next
@@ -364,7 +389,7 @@ func bulkLoad(ctx context.Context, cfg MemoryConfig, tenant string, from, to int
 				if stop {
 					return
 				}
-				p, err := BulkInsert(ctx, cfg.Embedder, tenant, memInput(r, subject(i), i), time.Now())
+				p, err := BulkInsert(ctx, cfg.Embedder, tenant, memInput(r, z, subject(i), i), time.Now())
 				if err == nil {
 					_, err = cfg.Store.Insert(ctx, p)
 				}
@@ -393,17 +418,18 @@ func measureSearch(ctx context.Context, svc *memory.Service, cfg MemoryConfig, t
 		out.Mode = memory.ModeFulltext
 	}
 	if first {
-		q := memory.SearchQuery{Query: memQuery(r), SubjectID: subject(r), K: 10}
+		q := memory.SearchQuery{Query: memQuery(r, memZipf(r)), SubjectID: subject(r), K: 10}
 		t := time.Now()
 		if _, err := svc.Search(ctx, tenant, q); err != nil {
 			return out, fmt.Errorf("bench memory: search: %w", err)
 		}
 		out.FirstMS = ms(time.Since(t))
 	}
+	z := memZipf(r)
 	lat := make([]time.Duration, 0, cfg.Queries)
 	base := make([]time.Duration, 0, cfg.Queries)
 	for i := 0; i < cfg.Queries; i++ {
-		q := memory.SearchQuery{Query: memQuery(r), SubjectID: subject(r), K: 10}
+		q := memory.SearchQuery{Query: memQuery(r, z), SubjectID: subject(r), K: 10}
 		t := time.Now()
 		if _, err := svc.Search(ctx, tenant, q); err != nil {
 			return out, fmt.Errorf("bench memory: search: %w", err)
@@ -433,6 +459,7 @@ var extractMessages = []string{
 var extractFills = [][]string{memPlaces, memPlaces, memAdjs, {"Russian", "German", "French", "Italian", "Spanish"}, memNouns, {"Anna", "Olga", "Pavel", "Marta", "Louis", "Kenji"}}
 
 func measureExtract(ctx context.Context, svc *memory.Service, tenant string, r *rand.Rand, cfg MemoryConfig) (MemoryExtract, error) {
+	z := memZipf(r)
 	out := MemoryExtract{Calls: cfg.ExtractSamples, Extractor: cfg.Extractor.Name(), Outcomes: map[string]int{}}
 	lat := make([]time.Duration, 0, cfg.ExtractSamples)
 	base := make([]time.Duration, 0, cfg.ExtractSamples)
@@ -453,7 +480,7 @@ func measureExtract(ctx context.Context, svc *memory.Service, tenant string, r *
 		for range res.Skipped {
 			out.Outcomes["skipped"]++
 		}
-		in := memInput(r, subject, 1_000_000_000+i)
+		in := memInput(r, z, subject, 1_000_000_000+i)
 		t = time.Now()
 		if _, err := svc.Add(ctx, tenant, in); err != nil {
 			return out, fmt.Errorf("bench memory: add: %w", err)

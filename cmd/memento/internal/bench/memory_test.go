@@ -75,7 +75,8 @@ func TestBulkInsertIsWhatAddWrites(t *testing.T) {
 	st := memstore.New().Memory()
 	emb := hashembed.New(32)
 	svc := memory.NewService(st, memory.Options{Embedder: emb})
-	in := memInput(rand.New(rand.NewSource(1)), "subj", 7)
+	r := rand.New(rand.NewSource(1))
+	in := memInput(r, memZipf(r), "subj", 7)
 	in.Value = json.RawMessage(" {\"a\": [1, 2],  \"b\": \"x\"} ")
 	in.Category = " Preference "
 	in.Provenance.MessageIDs = []string{"m1"}
