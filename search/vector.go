@@ -60,12 +60,17 @@ type Options struct {
 // with BenchmarkVectorCrossover (thread CPU time, k 10, default options,
 // 2 shared cores; exact scan vs graph, graph recall@10 against the scan):
 //
-//	data       dim  n     exact    graph    graph/exact  recall@10
-//	clustered  100  10k   0.48 ms  1.19 ms  2.5x slower  1.00
-//	clustered  100  50k   2.73 ms  0.97 ms  2.8x faster  1.00
-//	random     100  10k   0.40 ms  1.09 ms  2.7x slower  0.98
-//	random     100  50k   2.36 ms  2.34 ms  even         0.81
-//	random     100  100k  3.51 ms  1.94 ms  1.8x faster  0.65
+//	data       dim  n     exact     graph    graph/exact  recall@10
+//	clustered  100  10k    0.48 ms  1.19 ms  2.5x slower  1.00
+//	clustered  100  50k    2.73 ms  0.97 ms  2.8x faster  1.00
+//	clustered  100  100k   4.82 ms  1.34 ms  3.6x faster  1.00
+//	clustered  256  10k    1.34 ms  1.99 ms  1.5x slower  1.00
+//	clustered  256  50k    6.53 ms  1.13 ms  5.8x faster  1.00
+//	clustered  256  100k  12.80 ms  1.71 ms  7.5x faster  0.97
+//	random     100  1k     0.04 ms  0.24 ms  6.3x slower  1.00
+//	random     100  10k    0.40 ms  1.09 ms  2.7x slower  0.98
+//	random     100  50k    2.36 ms  2.34 ms  even         0.81
+//	random     100  100k   3.51 ms  1.94 ms  1.8x faster  0.65
 //
 // Clustered vectors (100 centres, as real embeddings group by topic) cross
 // between 10k and 50k; random unit vectors, the worst case for any graph,
