@@ -43,7 +43,7 @@ const (
 	documentShare = 0.25
 	// recentShare is the part of the history budget kept for the newest
 	// items when a query asks for older ones too.
-	recentShare = 0.30
+	recentShare = 0.10
 	// minRecent newest items are kept ahead of any older one (continuity),
 	// when they fit.
 	minRecent = 4
