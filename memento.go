@@ -194,7 +194,15 @@ func traced(st Stores, tr trace.Tracer) Stores {
 		Ops:      tracestore.Ops{Store: st.Ops, T: tr},
 		Sessions: tracestore.WrapSessions(st.Sessions, tr),
 		Vault:    tracestore.Vault{Store: st.Vault, T: tr},
+		Memory:   traceMemory(st.Memory, tr),
 	}
+}
+
+func traceMemory(m memory.Store, tr trace.Tracer) memory.Store {
+	if m == nil {
+		return nil
+	}
+	return tracestore.Memory{Store: m, T: tr}
 }
 
 // Open connects the backends the config names, applies their schema
@@ -246,7 +254,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
-		pg, backend, st.Runs, st.Ops = db, BackendPostgres, db, db
+		pg, backend, st.Runs, st.Ops, st.Memory = db, BackendPostgres, db, db, db
 		b.closers = append(b.closers, func() error { db.Close(); return nil })
 		b.pingers = append(b.pingers, namedPing{"postgres", db.Ping})
 	} else {
@@ -254,7 +262,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sqlite in %s: %w", b.cfg.DataDir, err)
 		}
-		lite, backend, st.Runs, st.Ops = db, BackendSQLite, db, db
+		lite, backend, st.Runs, st.Ops, st.Memory = db, BackendSQLite, db, db, db
 		b.closers = append(b.closers, db.Close)
 		b.pingers = append(b.pingers, namedPing{"sqlite", db.Ping})
 	}
