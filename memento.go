@@ -10,6 +10,7 @@ import (
 
 	"github.com/mementohq/memento/llm/hashembed"
 	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/memory/extract"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
@@ -316,12 +317,15 @@ func (e *Engine) Close() error {
 }
 
 // memoryDefaults fills what a config leaves nil with the offline defaults:
-// the hashing embedder and exact token counts in o200k (the encoding of
+// the hashing embedder, the rule-based extractor and exact token counts in o200k (the encoding of
 // today's OpenAI models; other families are counted the same way, which a
 // profile's tokenizer name says).
 func memoryDefaults(o memory.Options) memory.Options {
 	if o.Embedder == nil {
 		o.Embedder = hashembed.New(hashembed.DefaultDim)
+	}
+	if o.Extractor == nil {
+		o.Extractor = extract.Rules{}
 	}
 	if o.CountTokens == nil {
 		c := tokens.ForModel("gpt-4o")
