@@ -21,8 +21,8 @@ var (
 // key names a row: every table is scoped by tenant first.
 type key struct{ tenant, id string }
 
-// Store keeps runs, the operation ledger, sessions and vault records in maps
-// guarded by one mutex. Values are copied in and out, so a caller never
+// Store keeps runs, the operation ledger, sessions, vault records and
+// long-term memory (through Memory) in maps guarded by one mutex. Values are copied in and out, so a caller never
 // aliases what is stored. The zero value is not usable; call New.
 type Store struct {
 	mu  sync.Mutex
@@ -35,6 +35,7 @@ type Store struct {
 	sessions  map[key]*sessionRow
 	vault     map[key]pii.Record
 	schemas   map[schemaKey]run.Schema
+	mem       memoryState // see Memory
 }
 
 // New returns an empty store.
@@ -48,6 +49,7 @@ func New() *Store {
 		sessions:  map[key]*sessionRow{},
 		vault:     map[key]pii.Record{},
 		schemas:   map[schemaKey]run.Schema{},
+		mem:       newMemoryState(),
 	}
 }
 
