@@ -42,13 +42,23 @@ func (ruleExtractor) Extract(_ context.Context, msgs []memory.Message) (memory.E
 	return ex, nil
 }
 
-// newMemoryClient serves a real engine with long-term memory on the
-// in-memory twin, with an admin key for one tenant.
-func newMemoryClient(t *testing.T) (*client.Client, *memento.Engine, string) {
+// newMemoryClient serves a real engine with long-term memory on backend
+// (the in-memory twin or embedded SQLite), with an admin key for one tenant.
+func newMemoryClient(t *testing.T, backend string) (*client.Client, *memento.Engine, string) {
 	t.Helper()
-	st := memstore.New()
-	eng, err := memento.New(memento.Stores{Runs: st, Ops: st, Sessions: st, Vault: st, Memory: st.Memory()},
-		memento.Options{PII: memento.PIIConfig{Key: testenv.PIIKey}, Memory: memory.Options{Extractor: ruleExtractor{}}})
+	mo := memory.Options{Extractor: ruleExtractor{}}
+	var eng *memento.Engine
+	var err error
+	if backend == "memstore" {
+		st := memstore.New()
+		eng, err = memento.New(memento.Stores{Runs: st, Ops: st, Sessions: st, Vault: st, Memory: st.Memory()},
+			memento.Options{PII: memento.PIIConfig{Key: testenv.PIIKey}, Memory: mo})
+	} else {
+		eng, err = memento.Open(context.Background(), memento.Config{DataDir: t.TempDir(), Memory: mo})
+		if err == nil {
+			t.Cleanup(func() { _ = eng.Close() })
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +89,13 @@ func stated(subject, key, value, msg string) memory.AddInput {
 }
 
 func TestMemoryClient(t *testing.T) {
-	c, _, tenant := newMemoryClient(t)
+	for _, backend := range []string{"memstore", "sqlite"} {
+		t.Run(backend, func(t *testing.T) { memoryClient(t, backend) })
+	}
+}
+
+func memoryClient(t *testing.T, backend string) {
+	c, _, tenant := newMemoryClient(t, backend)
 	ctx := context.Background()
 
 	first, err := c.AddMemory(ctx, stated("ann", "home", "Moscow", "m-1"))

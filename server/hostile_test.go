@@ -94,28 +94,28 @@ func hostile(t *testing.T, backend string) {
 		"transition": "start", "ref": "pii_0123456789abcdef", "workflow_name": "w", "version": "1",
 		"subject_id": "sub", "namespace": "ns", "memory_id": "none"}
 	// Memory: a current claim, a held one, a declared namespace.
-	var memoryReads []string
-	if eng.Memory != nil {
-		for i, f := range []struct{ method, path, body string }{
-			{"PUT", "/v1/memory-namespaces/ns", `{"personal":false,"sensitive":false,"ttl_seconds":0}`},
-			{"POST", "/v1/memories", `{"subject_id":"sub","namespace":"ns","key":"k","value":"tea","provenance":{"source_type":"message","source_id":"m1","validated_by":"user_stated"}}`},
-			{"POST", "/v1/memories", `{"subject_id":"sub","key":"h","value":"x","category":"health","provenance":{"source_type":"message","source_id":"m2","validated_by":"user_stated"}}`},
-		} {
-			res := e.do(t, f.method, f.path, f.body, hdr)
-			if res.status >= 300 {
-				t.Fatalf("memory fixture %s %s: %d %s", f.method, f.path, res.status, res.body)
-			}
-			if i == 1 {
-				var c struct {
-					MemoryID string `json:"memory_id"`
-				}
-				_ = json.Unmarshal(res.body, &c)
-				params["memory_id"] = c.MemoryID
-			}
-		}
-		memoryReads = []string{"/v1/memories?subject_id=sub&limit=1000", "/v1/memories/held?subject_id=sub", "/v1/memories/" + params["memory_id"],
-			"/v1/memories/" + params["memory_id"] + "/history", "/v1/subjects/sub/profile", "/v1/memory-namespaces/ns"}
+	if eng.Memory == nil {
+		t.Fatalf("the %s engine has no long-term memory", backend)
 	}
+	for i, f := range []struct{ method, path, body string }{
+		{"PUT", "/v1/memory-namespaces/ns", `{"personal":false,"sensitive":false,"ttl_seconds":0}`},
+		{"POST", "/v1/memories", `{"subject_id":"sub","namespace":"ns","key":"k","value":"tea","provenance":{"source_type":"message","source_id":"m1","validated_by":"user_stated"}}`},
+		{"POST", "/v1/memories", `{"subject_id":"sub","key":"h","value":"x","category":"health","provenance":{"source_type":"message","source_id":"m2","validated_by":"user_stated"}}`},
+	} {
+		res := e.do(t, f.method, f.path, f.body, hdr)
+		if res.status >= 300 {
+			t.Fatalf("memory fixture %s %s: %d %s", f.method, f.path, res.status, res.body)
+		}
+		if i == 1 {
+			var c struct {
+				MemoryID string `json:"memory_id"`
+			}
+			_ = json.Unmarshal(res.body, &c)
+			params["memory_id"] = c.MemoryID
+		}
+	}
+	memoryReads := []string{"/v1/memories?subject_id=sub&limit=1000", "/v1/memories/held?subject_id=sub", "/v1/memories/" + params["memory_id"],
+		"/v1/memories/" + params["memory_id"] + "/history", "/v1/subjects/sub/profile", "/v1/memory-namespaces/ns"}
 
 	digest := func() string {
 		h := sha256.New()

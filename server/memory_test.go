@@ -19,7 +19,7 @@ import (
 )
 
 // memoryBackends are the stores long-term memory is tested on over HTTP.
-var memoryBackends = []string{"memstore"}
+var memoryBackends = []string{"memstore", "sqlite", "postgres"}
 
 // openMemoryEngine opens an engine with long-term memory on backend:
 // the in-memory twin, or SQLite / PostgreSQL as memento.Open wires them.

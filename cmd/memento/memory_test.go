@@ -13,10 +13,8 @@ import (
 	"testing"
 
 	"github.com/mementohq/memento"
-	"github.com/mementohq/memento/internal/testenv"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/server"
-	"github.com/mementohq/memento/store/memstore"
 )
 
 // likesExtractor stands in for a model: "I like X" is a statement; any
@@ -38,16 +36,15 @@ func (likesExtractor) Extract(_ context.Context, msgs []memory.Message) (memory.
 	return ex, nil
 }
 
-// memoryTestServer serves a real engine whose long-term memory is on the
-// in-memory twin, and returns its URL.
+// memoryTestServer serves a real engine on embedded SQLite, as serve opens
+// it but with a test extractor, and returns its URL.
 func memoryTestServer(t *testing.T, keys string) string {
 	t.Helper()
-	st := memstore.New()
-	eng, err := memento.New(memento.Stores{Runs: st, Ops: st, Sessions: st, Vault: st, Memory: st.Memory()},
-		memento.Options{PII: memento.PIIConfig{Key: testenv.PIIKey}, Memory: memory.Options{Extractor: likesExtractor{}}})
+	eng, err := memento.Open(context.Background(), memento.Config{DataDir: t.TempDir(), Memory: memory.Options{Extractor: likesExtractor{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = eng.Close() })
 	ks := server.NewKeySet()
 	if err := server.ParseAPIKeys(ks, keys); err != nil {
 		t.Fatal(err)
