@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -35,7 +37,8 @@ func (s *Server) memoryRoutes() []Route {
 		{Method: http.MethodPost, Path: "/v1/memories", Handler: s.withMemory(s.addMemory)},
 		{Method: http.MethodGet, Path: "/v1/memories", Handler: s.withMemory(s.listMemories)},
 		{Method: http.MethodGet, Path: "/v1/memories/held", Handler: s.withMemory(s.heldMemories)},
-		{Method: http.MethodPost, Path: "/v1/memories/search", Handler: s.withMemory(s.searchMemories)},
+		// Search changes nothing: a reader may search, as it may list.
+		{Method: http.MethodPost, Path: "/v1/memories/search", Role: RoleReader, Handler: s.withMemory(s.searchMemories)},
 		{Method: http.MethodPost, Path: "/v1/memories/extract", Handler: s.withMemory(s.extractMemories)},
 		{Method: http.MethodGet, Path: "/v1/memories/{memory_id}", Handler: s.withMemory(s.getMemory)},
 		{Method: http.MethodGet, Path: "/v1/memories/{memory_id}/history", Handler: s.withMemory(s.memoryHistory)},
@@ -260,11 +263,22 @@ func (s *Server) invalidateMemory(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-// decodeOptionalJSON decodes a body that may be absent (no bytes at all)
-// into dst with the checks of decodeJSON; present is false without one.
+// decodeOptionalJSON decodes a body that may be absent (empty, or only
+// whitespace) into dst with the checks of decodeJSON; present is false
+// without one.
 func (s *Server) decodeOptionalJSON(w http.ResponseWriter, r *http.Request, dst any) (present bool, err error) {
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 		return false, nil
+	}
+	if r.ContentLength < 0 { // chunked: only reading tells whether there is a body
+		body, err := s.readBody(w, r, "")
+		if err != nil {
+			return true, err
+		}
+		if len(bytes.TrimSpace(body)) == 0 {
+			return false, nil
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	}
 	if err := s.decodeJSON(w, r, dst); err != nil {
 		return true, err

@@ -218,6 +218,12 @@ func TestMemoryDuplicateMerged(t *testing.T) {
 		if h := decodeAs[wireList](t, e.do(t, "GET", "/v1/memories/"+first.MemoryID+"/history", nil, e.a), 200).Items; len(h) != 1 {
 			t.Fatalf("history after a duplicate: %+v", h)
 		}
+		m := string(e.do(t, "GET", "/metrics", nil, nil).body)
+		for _, want := range []string{`memento_memory_writes_total{outcome="added"} 1`, `memento_memory_writes_total{outcome="merged"} 1`} {
+			if !strings.Contains(m, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
 	})
 }
 
@@ -597,10 +603,15 @@ func TestMemoryPolicy(t *testing.T) {
 		if p := decodeAs[memory.Profile](t, res, 200); p.Claims != 2 || len(p.Namespaces) != 2 || p.Tokens == 0 {
 			t.Fatalf("profile: %+v", p)
 		}
-		// Only an admin declares a namespace policy.
-		const wk = "memory-writer-key-0123456789"
-		w := serveEngine(t, e.eng, wk+"="+e.tenantA+":writer", wk)
+		// Only an admin declares a namespace policy; a reader may search but not write.
+		const wk, rk = "memory-writer-key-0123456789", "memory-reader-key-0123456789"
+		w := serveEngine(t, e.eng, wk+"="+e.tenantA+":writer,"+rk+"="+e.tenantA+":reader", wk)
 		expectProblem(t, w.do(t, "PUT", "/v1/memory-namespaces/open", map[string]any{"personal": false}, map[string]string{"Authorization": "Bearer " + wk}), 403, "forbidden")
+		reader := map[string]string{"Authorization": "Bearer " + rk}
+		if hits := decodeAs[wireList](t, w.do(t, "POST", "/v1/memories/search", map[string]any{"subject_id": "ivan", "query": "asthma"}, reader), 200).Items; len(hits) != 1 {
+			t.Fatalf("a reader's search: %+v", hits)
+		}
+		expectProblem(t, w.do(t, "POST", "/v1/memories", claimBody("ivan", "x", "y", "m"), reader), 403, "forbidden")
 	})
 }
 
