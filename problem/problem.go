@@ -78,6 +78,27 @@ const (
 	OperationUnsupported = "unsupported-operation-transition"
 )
 
+// Kinds of long-term memory.
+const (
+	MemoryNotFound = "memory-not-found"
+	// MemoryRefused: policy did not keep the claim (a model's guess, a
+	// passing state); the problem carries outcome "refused" and the reason.
+	MemoryRefused = "memory-refused"
+	// MemoryProvenanceRequired: a claim without a usable provenance.
+	MemoryProvenanceRequired = "memory-provenance-required"
+	// MemoryConsentRequired: a personal namespace and no consent basis.
+	MemoryConsentRequired = "memory-consent-required"
+	// MemoryForgotten: the subject's claim was forgotten and its tombstone
+	// blocks it for good, so it is a refusal (422), not a conflict a retry
+	// could resolve.
+	MemoryForgotten = "memory-forgotten"
+	// MemoryConflict: the key's current claim moved concurrently, or the
+	// claim is not in a status that allows the change.
+	MemoryConflict = "memory-conflict"
+	// ExtractorNotConfigured: extraction asked of a server with no extractor.
+	ExtractorNotConfigured = "extractor-not-configured"
+)
+
 // Info is how a kind is answered: its default HTTP status and its title.
 type Info struct {
 	Status int
@@ -134,6 +155,14 @@ var catalogue = map[string]Info{
 	ApprovalExpired:      {http.StatusConflict, "Approval expired"},
 	ResumeRefused:        {http.StatusUnprocessableEntity, "Resume refused by a verification check"},
 	OperationUnsupported: {http.StatusNotFound, "No such operation transition"},
+
+	MemoryNotFound:           {http.StatusNotFound, "Memory not found"},
+	MemoryRefused:            {http.StatusUnprocessableEntity, "Claim refused by memory policy"},
+	MemoryProvenanceRequired: {http.StatusUnprocessableEntity, "A claim needs its provenance"},
+	MemoryConsentRequired:    {http.StatusUnprocessableEntity, "A personal namespace needs a consent basis"},
+	MemoryForgotten:          {http.StatusUnprocessableEntity, "The claim was forgotten; its tombstone blocks it"},
+	MemoryConflict:           {http.StatusConflict, "The claim changed concurrently or is not in a status that allows this"},
+	ExtractorNotConfigured:   {http.StatusUnprocessableEntity, "No memory extractor is configured"},
 }
 
 // Lookup returns how kind is answered; ok is false for an unknown kind.

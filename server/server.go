@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
@@ -33,6 +34,9 @@ type Options struct {
 	Ops      *toolop.Service
 	Sessions *session.Service
 	Vault    *pii.Vault
+	// Memory is long-term memory; nil leaves its routes answering 404
+	// not-found (they stay in the API document).
+	Memory *memory.Service
 	// Ready reports whether every backend answers (GET /readyz); nil
 	// means always ready.
 	Ready func(context.Context) error
@@ -70,6 +74,7 @@ type Server struct {
 	ops             *toolop.Service
 	sessions        *session.Service
 	vault           *pii.Vault
+	memory          *memory.Service
 	ready           func(context.Context) error
 	backend         string
 	keys            *KeySet
@@ -114,6 +119,7 @@ func (s *Server) allRoutes() []Route {
 	rs = append(rs, s.sessionRoutes()...)
 	rs = append(rs, s.operationRoutes()...)
 	rs = append(rs, s.workflowRoutes()...)
+	rs = append(rs, s.memoryRoutes()...)
 	return rs
 }
 
@@ -128,6 +134,7 @@ func New(opts Options) (*Server, error) {
 		ops:             opts.Ops,
 		sessions:        opts.Sessions,
 		vault:           opts.Vault,
+		memory:          opts.Memory,
 		ready:           opts.Ready,
 		backend:         opts.Backend,
 		keys:            opts.Keys,

@@ -47,6 +47,7 @@ func newRootCmd() *cobra.Command {
 		newRunsCmd(),
 		newWorkflowsCmd(),
 		newSessionsCmd(),
+		newMemoryCmd(),
 		newVersionCmd(),
 		newBenchCmd(),
 		newDemoCmd(),
