@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/contextbuild"
 	"github.com/mementohq/memento/llm/hashembed"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/memory/extract"
@@ -105,6 +106,8 @@ type Engine struct {
 	// Memory is long-term memory, on the runs backend (nil when no store
 	// for it was given).
 	Memory *memory.Service
+	// Context builds model contexts from the services above.
+	Context *contextbuild.Builder
 
 	cfg     Config
 	backend Backend
@@ -168,6 +171,9 @@ func New(st Stores, o Options) (*Engine, error) {
 	if svc.Memory != nil {
 		e.Memory = memory.NewService(svc.Memory, o.Memory)
 	}
+	// History is ranked by full text only: the offline hashing vectors
+	// lowered the evidence a LoCoMo context holds (bench context).
+	e.Context = contextbuild.New(contextbuild.Sources{Runs: e.Runs, Sessions: e.Sessions, Memory: e.Memory})
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
 		p, ok := s.(pinger)

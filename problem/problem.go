@@ -97,6 +97,9 @@ const (
 	MemoryConflict = "memory-conflict"
 	// ExtractorNotConfigured: extraction asked of a server with no extractor.
 	ExtractorNotConfigured = "extractor-not-configured"
+	// ContextBudgetTooSmall: the parts of a context that are never cut
+	// (system, tools, query) do not fit the budget less the reserve.
+	ContextBudgetTooSmall = "context-budget-too-small"
 )
 
 // Info is how a kind is answered: its default HTTP status and its title.
@@ -163,6 +166,7 @@ var catalogue = map[string]Info{
 	MemoryForgotten:          {http.StatusUnprocessableEntity, "The claim was forgotten; its tombstone blocks it"},
 	MemoryConflict:           {http.StatusConflict, "The claim changed concurrently or is not in a status that allows this"},
 	ExtractorNotConfigured:   {http.StatusUnprocessableEntity, "No memory extractor is configured"},
+	ContextBudgetTooSmall:    {http.StatusUnprocessableEntity, "The budget does not hold the parts that are never cut"},
 }
 
 // Lookup returns how kind is answered; ok is false for an unknown kind.

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/contextbuild"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
@@ -37,6 +38,8 @@ type Options struct {
 	// Memory is long-term memory; nil leaves its routes answering 404
 	// not-found (they stay in the API document).
 	Memory *memory.Service
+	// Context builds model contexts (POST /v1/context); nil answers 404.
+	Context *contextbuild.Builder
 	// Ready reports whether every backend answers (GET /readyz); nil
 	// means always ready.
 	Ready func(context.Context) error
@@ -75,6 +78,7 @@ type Server struct {
 	sessions        *session.Service
 	vault           *pii.Vault
 	memory          *memory.Service
+	context         *contextbuild.Builder
 	ready           func(context.Context) error
 	backend         string
 	keys            *KeySet
@@ -120,6 +124,7 @@ func (s *Server) allRoutes() []Route {
 	rs = append(rs, s.operationRoutes()...)
 	rs = append(rs, s.workflowRoutes()...)
 	rs = append(rs, s.memoryRoutes()...)
+	rs = append(rs, s.contextRoutes()...)
 	return rs
 }
 
@@ -135,6 +140,7 @@ func New(opts Options) (*Server, error) {
 		sessions:        opts.Sessions,
 		vault:           opts.Vault,
 		memory:          opts.Memory,
+		context:         opts.Context,
 		ready:           opts.Ready,
 		backend:         opts.Backend,
 		keys:            opts.Keys,
