@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 		newWorkflowsCmd(),
 		newSessionsCmd(),
 		newMemoryCmd(),
+		newContextCmd(),
 		newVersionCmd(),
 		newBenchCmd(),
 		newDemoCmd(),
