@@ -41,4 +41,3 @@ func TestRunContextOnSyntheticLocomo(t *testing.T) {
 		t.Fatalf("contexts over budget: mean %v", rep.MeanContextTokens)
 	}
 }
-
