@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -193,6 +194,9 @@ func (b *batch) addCandidate(c memory.Candidate) {
 
 // bytesEqualJSON compares values as the store does: spacing and string case do not matter.
 func bytesEqualJSON(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
 	return memory.ValueDigest("", "", a) == memory.ValueDigest("", "", b)
 }
 
@@ -250,7 +254,13 @@ type clause struct {
 	question   bool
 	correction bool
 	hasQuote   bool
+	anymore    int8 // 0 not read yet, 1 yes, 2 no
+	items      int  // list items read so far: a clause holds at most maxItems
 }
+
+// maxItems bounds the list of one clause ("I like a, b, c, ..."): a longer
+// one is a paste, not a statement of tastes.
+const maxItems = 20
 
 func (c *clause) done() bool { return c.i >= len(c.t) }
 
@@ -816,6 +826,9 @@ func (c *clause) sentiment(scope, about string, like bool, m mods) ([]fact, stri
 		}
 		if n > 0 {
 			items = append(items, [2]int{s, e})
+			if c.items++; c.items > maxItems {
+				return nil, whyTooLong
+			}
 		}
 		if c.at("and", "or", "и", "или", "&") || (!c.done() && c.t[c.i].w == "," && c.i+1 < len(c.t) && c.t[c.i+1].kind == tWord && !stopWords[c.t[c.i+1].w]) {
 			c.i++
@@ -1479,14 +1492,18 @@ func (c *clause) russianSelf() ([]fact, string) {
 	return nil, ""
 }
 
-// anymoreAhead reports whether the rest of the clause says "anymore".
+// anymoreAhead reports whether the clause says "anymore" (read once per clause).
 func (c *clause) anymoreAhead() bool {
-	for k := c.i; k < len(c.t); k++ {
-		if w := c.t[k].w; w == "anymore" || (w == "any" && k+1 < len(c.t) && c.t[k+1].w == "more") {
-			return true
+	if c.anymore == 0 {
+		c.anymore = 2
+		for k := range c.t {
+			if w := c.t[k].w; w == "anymore" || (w == "any" && k+1 < len(c.t) && c.t[k+1].w == "more") {
+				c.anymore = 1
+				break
+			}
 		}
 	}
-	return false
+	return c.anymore == 1
 }
 
 // pastArticles is the index of the first token after a/an/the (at most the last token).
