@@ -554,7 +554,7 @@ func (c *clause) predicate(scope, about string, self bool) ([]fact, string) {
 			return c.finish([]fact{c.lang("preference.language", lang, memory.KindStatement)}, m, nil)
 		}
 		return nil, ""
-	case w == "feel" || w == "feels" || w == "am" && c.word(1) == "feeling":
+	case w == "feel" || w == "feels":
 		c.i++
 		return c.mood(scope, about, m)
 	case w == "was" || w == "were":
@@ -1541,3 +1541,8 @@ func aboutConversation(slug string) bool {
 	}
 	return false
 }
+
+var (
+	_ memory.Extractor = Rules{}
+	_ memory.Extractor = (*LLM)(nil)
+)
