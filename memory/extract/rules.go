@@ -1546,3 +1546,21 @@ var (
 	_ memory.Extractor = Rules{}
 	_ memory.Extractor = (*LLM)(nil)
 )
+
+// resolveHint turns a model's words for when a fact began ("since May",
+// "in 2021") into a time, read as the rules read them against the message
+// time; nil when they say no month or year.
+func resolveHint(hint string, at time.Time) *time.Time {
+	p := parser{text: hint, at: at}
+	p.toks = tokenize(hint, nil)
+	c := &clause{p: &p, t: p.toks}
+	for ; c.i < len(c.t); c.i++ {
+		switch c.word(0) {
+		case "since", "in", "from", "as", "starting", "с", "в":
+			if _, from, ok := c.timeHint(); ok {
+				return from
+			}
+		}
+	}
+	return nil
+}
