@@ -230,6 +230,12 @@ func (p *parser) message(text string, at time.Time) ([]fact, string) {
 	var facts []fact
 	reason := ""
 	for _, s := range p.sens {
+		if slices.ContainsFunc(s.t, func(tk token) bool { return jokes[tk.w] }) {
+			if reason == "" {
+				reason = whyJoke
+			}
+			continue
+		}
 		p.cls = clauses(s.t, p.cls[:0])
 		for _, ct := range p.cls {
 			c := &clause{p: p, t: ct, question: s.question}
@@ -304,6 +310,7 @@ const (
 	whyNoOccupation = "\"I'm a ...\" with no known occupation"
 	whyTooLong      = "the object is too long to be one narrow claim"
 	whyVague        = "a negated dislike says nothing firm"
+	whyJoke         = "said as a joke"
 )
 
 // parse reads the clause: its facts, or why it has none ("" when nothing was recognised at all).
@@ -320,6 +327,7 @@ func (c *clause) parse() ([]fact, string) {
 	if c.t[c.i].kind == tQuote {
 		return nil, whyQuoted
 	}
+
 	// A polite request is a question in form only: "could you answer in Russian?"
 	if fs := c.languageRequest(); fs != nil {
 		return fs, ""
@@ -568,6 +576,10 @@ func (c *clause) predicate(scope, about string, self bool) ([]fact, string) {
 		return c.avoid(scope, about, m)
 	case (w == "meant" || w == "mean") && self:
 		c.i++
+		// "I meant the other file" points at the conversation, not at a fact.
+		if badObjects[c.word(0)] || c.at("the", "a", "an", "to", "that") {
+			return nil, ""
+		}
 		s, e, n, ok := c.object(5, stopWords)
 		if !ok || n == 0 {
 			return nil, ""
