@@ -141,7 +141,7 @@ var badObjects = set("it", "this", "that", "these", "those", "how", "what", "whe
 	"myself", "yourself", "one", "ones", "answer", "answers", "response", "responses", "idea",
 	"ideas", "suggestion", "suggestions", "reply", "replies", "explanation", "summary", "point",
 	"question", "way", "thought", "option", "options", "everything", "nothing", "something",
-	"anything", "all", "being", "doing", "having", "if", "so", "because", "the", "a", "an",
+	"anything", "all", "being", "doing", "having", "if", "so", "because",
 	"to", "there", "here", "too", "much", "very", "ты", "тебя", "это", "то", "как", "что",
 	"вас", "вы", "твой", "твои", "когда")
 
@@ -155,7 +155,8 @@ var stopWords = set("because", "since", "but", "when", "if", "while", "though", 
 	"unless", "so", "now", "anymore", "too", "either", "lately", "nowadays", "today",
 	"tonight", "really", "actually", "currently", "whereas", "until", "till", "as", "than",
 	"yet", "which", "who", "where", "whenever", "cause", "cuz", "though", "btw", "honestly",
-	"again", "always", "forever", "anyway", "i", "please", "thanks", "lol", "haha",
+	"again", "always", "forever", "anyway", "i", "please", "thanks", "lol", "haha", "better",
+	"best", "more", "most", "less", "least", "instead", "over",
 	"потому", "но", "если", "когда", "сейчас", "теперь", "уже", "больше", "с", "со", "пока",
 	"тоже", "и", "а")
 
@@ -206,3 +207,17 @@ var contractions = map[string][]string{
 	"i`m": {"i", "am"}, "you'd": {"you", "would"}, "we'd": {"we", "would"},
 	"couldn't": {"could", "not"}, "shouldn't": {"should", "not"},
 }
+
+// greetings open an introduction: "Hi, I'm Anna".
+var greetings = set("hi", "hello", "hey", "привет", "здравствуйте")
+
+// conversationNouns in a liked object make it a comment on the chat.
+var conversationNouns = set("answer", "answers", "response", "responses", "reply", "replies",
+	"version", "approach", "format", "formatting", "wording", "tone", "example", "examples",
+	"result", "results", "solution", "output", "draft", "suggestion", "suggestions", "idea",
+	"ideas", "explanation", "summary", "chat", "conversation", "advice", "option", "options",
+	"button", "page", "screen", "site", "website", "app", "interface", "ui", "font", "layout",
+	"menu", "link", "feature", "bot", "assistant")
+
+// jokes mark a clause as not meant: "I'm allergic to meetings lol".
+var jokes = set("lol", "lmao", "rofl", "jk", "haha", "hahaha", "kidding", "joking", "😂", "🤣")

@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -146,44 +147,56 @@ func (b *batch) resolveMeant(f *fact) bool {
 }
 
 func (b *batch) add(f fact, m memory.Message) {
-	// Only the latest candidate of a key is a duplicate: "Paris", "Lyon",
-	// "Paris" again is two moves, not one fact seen twice.
-	if i, ok := b.latest[f.key]; ok {
-		c := &b.ex.Candidates[i]
-		if bytesEqualJSON(c.Value, f.value) {
-			if !slices.Contains(c.MessageIDs, m.ID) {
-				c.MessageIDs = append(c.MessageIDs, m.ID)
-			}
-			if f.kind == memory.KindCorrection {
-				c.Kind = memory.KindCorrection
-			}
-			c.Confidence = max(c.Confidence, f.conf)
-			if c.ValidFromHint == "" && f.hint != "" {
-				c.ValidFromHint, c.ValidFrom = f.hint, f.from
-			}
-			return
-		}
-	}
 	text := f.text
 	if text == "" {
 		text = memory.RenderText(f.key, f.value)
 	}
-	b.ex.Candidates = append(b.ex.Candidates, memory.Candidate{
+	b.addCandidate(memory.Candidate{
 		Key: f.key, Value: f.value, Text: text, Category: f.category, Kind: f.kind,
 		ValidatedBy: memory.ValidatedUserStated, Confidence: f.conf,
 		MessageIDs: []string{m.ID}, Evidence: strings.TrimSpace(m.Content[f.ev[0]:f.ev[1]]),
 		Retracts: f.retracts, Contradicts: f.contra, ValidFromHint: f.hint, ValidFrom: f.from,
 		About: f.about,
 	})
+}
+
+// addCandidate appends c, or merges it into the latest candidate of its key
+// when that one says the same. Only the latest candidate of a key is a
+// duplicate: "Paris", "Lyon", "Paris" again is two moves, not one fact seen
+// twice.
+func (b *batch) addCandidate(c memory.Candidate) {
+	k := c.Namespace + "\x00" + c.Key
+	if i, ok := b.latest[k]; ok {
+		prev := &b.ex.Candidates[i]
+		if bytesEqualJSON(prev.Value, c.Value) && prev.ValidatedBy == c.ValidatedBy {
+			for _, id := range c.MessageIDs {
+				if !slices.Contains(prev.MessageIDs, id) {
+					prev.MessageIDs = append(prev.MessageIDs, id)
+				}
+			}
+			if c.Kind == memory.KindCorrection {
+				prev.Kind = memory.KindCorrection
+			}
+			prev.Confidence = max(prev.Confidence, c.Confidence)
+			if prev.ValidFromHint == "" && c.ValidFromHint != "" {
+				prev.ValidFromHint, prev.ValidFrom = c.ValidFromHint, c.ValidFrom
+			}
+			return
+		}
+	}
+	b.ex.Candidates = append(b.ex.Candidates, c)
 	i := len(b.ex.Candidates) - 1
-	b.latest[f.key] = i
-	if len(f.value) > 0 && f.value[0] == '"' {
+	b.latest[k] = i
+	if len(c.Value) > 0 && c.Value[0] == '"' {
 		b.last = i
 	}
 }
 
 // bytesEqualJSON compares values as the store does: spacing and string case do not matter.
 func bytesEqualJSON(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
 	return memory.ValueDigest("", "", a) == memory.ValueDigest("", "", b)
 }
 
@@ -203,6 +216,8 @@ type parser struct {
 	at   time.Time
 	// allLower: the user types without capitals, so a place needs none.
 	allLower bool
+	// greeted: the message opened with a greeting, so "I'm Anna" is an introduction.
+	greeted bool
 }
 
 // message reads one user message: its facts, or why it has none.
@@ -211,9 +226,16 @@ func (p *parser) message(text string, at time.Time) ([]fact, string) {
 	p.toks = tokenize(text, p.toks[:0])
 	p.sens = sentences(p.toks, p.sens[:0])
 	p.allLower = strings.ToLower(text) == text
+	p.greeted = false
 	var facts []fact
 	reason := ""
 	for _, s := range p.sens {
+		if slices.ContainsFunc(s.t, func(tk token) bool { return jokes[tk.w] }) {
+			if reason == "" {
+				reason = whyJoke
+			}
+			continue
+		}
 		p.cls = clauses(s.t, p.cls[:0])
 		for _, ct := range p.cls {
 			c := &clause{p: p, t: ct, question: s.question}
@@ -238,7 +260,13 @@ type clause struct {
 	question   bool
 	correction bool
 	hasQuote   bool
+	anymore    int8 // 0 not read yet, 1 yes, 2 no
+	items      int  // list items read so far: a clause holds at most maxItems
 }
+
+// maxItems bounds the list of one clause ("I like a, b, c, ..."): a longer
+// one is a paste, not a statement of tastes.
+const maxItems = 20
 
 func (c *clause) done() bool { return c.i >= len(c.t) }
 
@@ -282,6 +310,7 @@ const (
 	whyNoOccupation = "\"I'm a ...\" with no known occupation"
 	whyTooLong      = "the object is too long to be one narrow claim"
 	whyVague        = "a negated dislike says nothing firm"
+	whyJoke         = "said as a joke"
 )
 
 // parse reads the clause: its facts, or why it has none ("" when nothing was recognised at all).
@@ -298,6 +327,7 @@ func (c *clause) parse() ([]fact, string) {
 	if c.t[c.i].kind == tQuote {
 		return nil, whyQuoted
 	}
+
 	// A polite request is a question in form only: "could you answer in Russian?"
 	if fs := c.languageRequest(); fs != nil {
 		return fs, ""
@@ -363,6 +393,9 @@ func (c *clause) skipOpeners() {
 				c.correction = true
 			}
 		case fillers[tk.w] && tk.kind == tWord:
+			if greetings[tk.w] {
+				c.p.greeted = true
+			}
 			c.i++
 		default:
 			return
@@ -476,7 +509,8 @@ func (c *clause) predicate(scope, about string, self bool) ([]fact, string) {
 		return c.be(scope, about, self, m)
 	case w == "live" || w == "lives" || w == "reside" || w == "resides":
 		c.i++
-		if !c.eat("in", "at") {
+		// Not "at": an address is raw personal data, not a narrow claim.
+		if !c.eat("in") {
 			return nil, ""
 		}
 		return c.place(scope, about, "home.city", m)
@@ -528,7 +562,7 @@ func (c *clause) predicate(scope, about string, self bool) ([]fact, string) {
 			return c.finish([]fact{c.lang("preference.language", lang, memory.KindStatement)}, m, nil)
 		}
 		return nil, ""
-	case w == "feel" || w == "feels" || w == "am" && c.word(1) == "feeling":
+	case w == "feel" || w == "feels":
 		c.i++
 		return c.mood(scope, about, m)
 	case w == "was" || w == "were":
@@ -542,6 +576,10 @@ func (c *clause) predicate(scope, about string, self bool) ([]fact, string) {
 		return c.avoid(scope, about, m)
 	case (w == "meant" || w == "mean") && self:
 		c.i++
+		// "I meant the other file" points at the conversation, not at a fact.
+		if badObjects[c.word(0)] || c.at("the", "a", "an", "to", "that") {
+			return nil, ""
+		}
 		s, e, n, ok := c.object(5, stopWords)
 		if !ok || n == 0 {
 			return nil, ""
@@ -786,7 +824,8 @@ func (c *clause) sentiment(scope, about string, like bool, m mods) ([]fact, stri
 	if c.done() {
 		return nil, ""
 	}
-	if c.t[c.i].kind == tWord && (badObjects[c.word(0)] || c.at("my", "our", "his", "her", "their", "mine")) {
+	if k := c.pastArticles(); c.t[k].kind == tWord && (badObjects[c.t[k].w] || c.t[k].w == "my" ||
+		c.t[k].w == "our" || c.t[k].w == "his" || c.t[k].w == "her" || c.t[k].w == "their" || c.t[k].w == "mine") {
 		return nil, whyConversation
 	}
 	listStart := c.i
@@ -799,6 +838,9 @@ func (c *clause) sentiment(scope, about string, like bool, m mods) ([]fact, stri
 		}
 		if n > 0 {
 			items = append(items, [2]int{s, e})
+			if c.items++; c.items > maxItems {
+				return nil, whyTooLong
+			}
 		}
 		if c.at("and", "or", "и", "или", "&") || (!c.done() && c.t[c.i].w == "," && c.i+1 < len(c.t) && c.t[c.i+1].kind == tWord && !stopWords[c.t[c.i+1].w]) {
 			c.i++
@@ -821,6 +863,9 @@ func (c *clause) sentiment(scope, about string, like bool, m mods) ([]fact, stri
 		return nil, ""
 	}
 	fs := c.sentimentFacts(items, scope, about, like, m)
+	if len(fs) == 0 {
+		return nil, whyConversation
+	}
 	hint, from, cease := c.trailer()
 	for i := range fs {
 		if cease && fs[i].retracts == nil {
@@ -838,7 +883,7 @@ func (c *clause) sentimentFacts(items [][2]int, scope, about string, like bool, 
 	for _, it := range items {
 		v := c.p.text[it[0]:it[1]]
 		sl := slug(v)
-		if sl == "" {
+		if sl == "" || aboutConversation(sl) {
 			continue
 		}
 		key, other, cat := "likes."+sl, "dislikes."+sl, "like"
@@ -914,6 +959,11 @@ func (c *clause) be(scope, about string, self bool, m mods) ([]fact, string) {
 		return c.work(scope, about, m)
 	case w == "moving" || w == "going" || w == "planning" || w == "thinking" || w == "considering" || w == "about":
 		return nil, whyHypothetical
+	case w == "into" && !m.neg:
+		c.i++
+		return c.sentiment(scope, about, true, m)
+	case c.fanOf():
+		return c.sentiment(scope, about, !m.neg, mods{cease: m.cease})
 	case w == "married" && c.word(1) == "to":
 		c.i += 2
 		return c.relationName(scope, "spouse", m)
@@ -944,9 +994,10 @@ func (c *clause) be(scope, about string, self bool, m mods) ([]fact, string) {
 		return c.relationNameHere(scope, about, m)
 	case !self && c.i < len(c.t) && c.t[c.i].cap && c.t[c.i].kind == tWord && !m.neg:
 		return c.relationNameHere(scope, about, m)
-	case self && scope == "" && c.i < len(c.t) && c.t[c.i].cap && c.t[c.i].kind == tWord && !m.neg &&
+	case self && scope == "" && c.p.greeted && c.i < len(c.t) && c.t[c.i].cap && c.t[c.i].kind == tWord && !m.neg &&
 		!badNames[w] && !notNames[w] && languages[w] == "" && c.i+1 >= len(c.t):
-		// "I'm Anna." alone: a name, said loosely.
+		// "Hi, I'm Anna." after a greeting: a name, said loosely. Without
+		// one, "I'm Canadian" would be a name too.
 		return c.name("name", confLoose), ""
 	}
 	return nil, ""
@@ -1067,6 +1118,9 @@ func (c *clause) have(scope, about string, self bool, m mods) ([]fact, string) {
 	switch {
 	case c.eatSeq("lived", "in"), c.eatSeq("been", "living", "in"):
 		return c.place(scope, about, "home.city", m)
+	case c.eat("been"):
+		// "I've been a teacher for ten years", "I've been vegetarian since 2019"
+		return c.be(scope, about, self, m)
 	case c.eat("moved", "relocated"):
 		c.eat("back")
 		if !c.eat("to", "into") {
@@ -1450,12 +1504,75 @@ func (c *clause) russianSelf() ([]fact, string) {
 	return nil, ""
 }
 
-// anymoreAhead reports whether the rest of the clause says "anymore".
+// anymoreAhead reports whether the clause says "anymore" (read once per clause).
 func (c *clause) anymoreAhead() bool {
-	for k := c.i; k < len(c.t); k++ {
-		if w := c.t[k].w; w == "anymore" || (w == "any" && k+1 < len(c.t) && c.t[k+1].w == "more") {
+	if c.anymore == 0 {
+		c.anymore = 2
+		for k := range c.t {
+			if w := c.t[k].w; w == "anymore" || (w == "any" && k+1 < len(c.t) && c.t[k+1].w == "more") {
+				c.anymore = 1
+				break
+			}
+		}
+	}
+	return c.anymore == 1
+}
+
+// pastArticles is the index of the first token after a/an/the (at most the last token).
+func (c *clause) pastArticles() int {
+	k := c.i
+	for k < len(c.t)-1 && (c.t[k].w == "a" || c.t[k].w == "an" || c.t[k].w == "the") {
+		k++
+	}
+	return k
+}
+
+// fanOf reads "a (big|huge) fan of" and leaves the cursor on its object.
+func (c *clause) fanOf() bool {
+	k := 0
+	if c.word(k) == "a" {
+		k++
+	}
+	for c.word(k) == "big" || c.word(k) == "huge" || c.word(k) == "great" || c.word(k) == "massive" {
+		k++
+	}
+	if c.word(k) == "fan" && c.word(k+1) == "of" {
+		c.i += k + 2
+		return true
+	}
+	return false
+}
+
+// aboutConversation reports whether a slug names part of the chat itself
+// ("new_version", "your_answer"): a comment on the reply, not a taste.
+func aboutConversation(slug string) bool {
+	for _, w := range strings.Split(slug, "_") {
+		if conversationNouns[w] {
 			return true
 		}
 	}
 	return false
+}
+
+var (
+	_ memory.Extractor = Rules{}
+	_ memory.Extractor = (*LLM)(nil)
+)
+
+// resolveHint turns a model's words for when a fact began ("since May",
+// "in 2021") into a time, read as the rules read them against the message
+// time; nil when they say no month or year.
+func resolveHint(hint string, at time.Time) *time.Time {
+	p := parser{text: hint, at: at}
+	p.toks = tokenize(hint, nil)
+	c := &clause{p: &p, t: p.toks}
+	for ; c.i < len(c.t); c.i++ {
+		switch c.word(0) {
+		case "since", "in", "from", "as", "starting", "с", "в":
+			if _, from, ok := c.timeHint(); ok {
+				return from
+			}
+		}
+	}
+	return nil
 }

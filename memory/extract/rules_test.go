@@ -58,7 +58,13 @@ func TestRulesPhrasings(t *testing.T) {
 		{"you can call me Sasha", []string{`preferred_name="Sasha"`}},
 		{"My nickname is Kit", []string{`preferred_name="Kit"`}},
 		{"I go by Alex", []string{`preferred_name="Alex"`}},
-		{"I'm Anna.", []string{`name="Anna"`}},
+		{"Hi, I'm Anna.", []string{`name="Anna"`}},
+		{"I've been a teacher for ten years", []string{`occupation="teacher"`}},
+		{"I'm a huge fan of jazz", []string{`likes.jazz="jazz"`}},
+		{"I'm not a fan of mugs", []string{`dislikes.mugs="mugs"`}},
+		{"I'm into jazz", []string{`likes.jazz="jazz"`}},
+		{"I love the beach", []string{`likes.beach="beach"`}},
+		{"I like cats more than dogs", []string{`likes.cats="cats"`}},
 		{"my surname is Ivanova", []string{`family_name="Ivanova"`}},
 		// language
 		{"Please answer in Russian.", []string{`preference.language="Russian"`}},
@@ -218,7 +224,16 @@ func TestRulesNoClaim(t *testing.T) {
 		{"\"I love cats\" she said", whyQuoted},
 		{"She told me “I hate mugs”", whyQuoted},
 		{"I'm a bit lost", whyNoOccupation},
-		{"I'm a big fan of this", whyNoOccupation},
+		{"I'm a big fan of this", whyConversation},
+		{"I like the new version better", whyConversation},
+		{"I love the idea", whyConversation},
+		{"I'm Canadian", ""},
+		{"I'm allergic to meetings lol", whyJoke},
+		{"just kidding, I live in Mars", whyJoke},
+		{"I don't like the color of the button", whyConversation},
+		{"I'm Anna", ""}, // no greeting: a name or a nationality, unknown
+		{"I live at 12 Baker Street", ""},
+		{"I'm in Paris right now", ""},
 		{"I don't hate mugs", whyVague},
 		{"I lived in Paris for a while", whyPast},
 		{"I was happy there", whyPast},
@@ -382,6 +397,11 @@ func TestRulesMeantWithoutFact(t *testing.T) {
 	ex := extractOne(t, "no, I meant Lyon")
 	if len(ex.Candidates) != 0 || len(ex.Skipped) != 1 || !strings.Contains(ex.Skipped[0].Reason, "meant") {
 		t.Errorf("%+v", ex)
+	}
+	// "I meant the other file" is about the chat, even after a fact.
+	ex = extractOne(t, "I live in Paris. Sorry, I meant the other file.")
+	if len(ex.Candidates) != 1 {
+		t.Errorf("%+v", ex.Candidates)
 	}
 	// Within one message, "I meant" corrects the fact just before it.
 	ex = extractOne(t, "I live in Paris. Sorry, I meant Lyon.")
