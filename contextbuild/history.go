@@ -23,6 +23,9 @@ const (
 	ownerSession = "session"
 )
 
+// windowRadius is how many neighbours on each side an item's window holds.
+const windowRadius = 2
+
 // relevantCandidates bounds how many older items each ranking proposes.
 const relevantCandidates = 400
 
@@ -62,6 +65,9 @@ type history struct {
 	items   []item
 	lastSeq int64
 	index   *search.TextIndex
+	// windows indexes each item with its neighbours, so a turn that
+	// answers a question asked just before it ranks by that question too.
+	windows *search.TextIndex
 	vectors *search.VectorIndex
 	vecDone int // items[:vecDone] have vectors
 	// counts[tokenizer] holds, per item, its tokens as a line and as a message.
@@ -195,6 +201,17 @@ func (h *history) append(it item) {
 	h.items = append(h.items, it)
 	h.lastSeq = it.seq
 	h.index.Add(strconv.FormatInt(it.seq, 10), it.text)
+	// Appending item n-1 changes the windows of the items up to
+	// windowRadius before it.
+	n := len(h.items)
+	for i := max(n-1-windowRadius, 0); i < n; i++ {
+		var b strings.Builder
+		for j := max(i-windowRadius, 0); j <= min(i+windowRadius, n-1); j++ {
+			b.WriteString(h.items[j].text)
+			b.WriteByte('\n')
+		}
+		h.windows.Add(strconv.FormatInt(h.items[i].seq, 10), b.String())
+	}
 	for _, c := range h.counts {
 		c.line = append(c.line, 0)
 		c.msg = append(c.msg, 0)
@@ -209,6 +226,7 @@ func (h *history) trimBefore(seq int64) {
 	for _, it := range h.items[:i] {
 		id := strconv.FormatInt(it.seq, 10)
 		h.index.Remove(id)
+		h.windows.Remove(id)
 		if h.vectors != nil {
 			h.vectors.Remove(id)
 		}
@@ -382,7 +400,7 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 		n, _ := strconv.ParseInt(id, 10, 64)
 		return n <= limit
 	}
-	lists := [][]search.Ranked{h.index.Search(query, relevantCandidates, keep)}
+	lists := [][]search.Ranked{h.index.Search(query, relevantCandidates, keep), h.windows.Search(query, relevantCandidates, keep)}
 	if b.src.Embedder != nil {
 		if err := h.embed(ctx, b.src.Embedder); err != nil {
 			return nil, err
@@ -487,7 +505,7 @@ func (c *historyCache) get(tenant, kind, id, generation string) *history {
 		c.lru.Remove(el)
 		delete(c.entries, k)
 	}
-	h := &history{key: k, kind: kind, id: id, generation: generation, index: search.NewTextIndex(), counts: map[string]*itemCounts{}}
+	h := &history{key: k, kind: kind, id: id, generation: generation, index: search.NewTextIndex(), windows: search.NewTextIndex(), counts: map[string]*itemCounts{}}
 	c.entries[k] = c.lru.PushFront(h)
 	for c.lru.Len() > c.max {
 		old := c.lru.Back()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mementohq/memento/cmd/memento/internal/bench"
 	"github.com/mementohq/memento/llm"
+	"github.com/mementohq/memento/llm/glove"
 	"github.com/mementohq/memento/llm/hashembed"
 )
 
@@ -44,7 +46,7 @@ too.`,
 	fl.StringVar(&f.data, "data", "", "a JSON file in the LoCoMo layout (required)")
 	fl.IntVar(&f.budget, "budget", 2000, "context budget in tokens")
 	fl.StringVar(&f.model, "model", "gpt-4o", "model whose tokenizer counts the budget")
-	fl.StringVar(&f.embedder, "embedder", "hash", "embedder for the history's meaning: hash (offline hashing) or none (full text only)")
+	fl.StringVar(&f.embedder, "embedder", "hash", "embedder for the history's meaning: hash (offline hashing), glove[:FILE] (after `memento models install glove`) or none (full text only)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as one JSON object")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	return cmd
@@ -64,12 +66,26 @@ func runBenchContext(cmd *cobra.Command, f benchContextFlags) error {
 		return fmt.Errorf("bench context: %w", err)
 	}
 	var emb llm.Embedder
-	switch f.embedder {
+	switch name, arg, _ := strings.Cut(f.embedder, ":"); name {
 	case "hash":
 		emb = hashembed.New(0)
+	case "glove":
+		path := arg
+		if path == "" {
+			dir, err := glove.DefaultDir()
+			if err != nil {
+				return fmt.Errorf("bench context: %w", err)
+			}
+			path = glove.Path(dir)
+		}
+		g, err := glove.Load(path)
+		if err != nil {
+			return fmt.Errorf("bench context: %w (install it with `memento models install glove`)", err)
+		}
+		emb = g
 	case "none":
 	default:
-		return fmt.Errorf("bench context: unknown embedder %q (hash or none)", f.embedder)
+		return fmt.Errorf("bench context: unknown embedder %q (hash, glove[:FILE] or none)", f.embedder)
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
