@@ -601,7 +601,9 @@ var errCommitRaced = fmt.Errorf("concurrent change: %w", run.ErrRevisionConflict
 
 // Commit appends the event and replaces the state in one statement, guarded
 // by revision, lease and status. Only when it changes nothing does it read
-// the run to tell which check failed.
+// the run to tell which check failed. When the commit cache holds the run
+// at the expected revision the statement is commitFastSQL (delta and chain
+// from Go), otherwise commitSQL.
 func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCommit) (run.Run, run.Event, error) {
 	from := make([]string, len(c.FromStatuses))
 	for i, s := range c.FromStatuses {
