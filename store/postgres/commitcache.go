@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"sync"
+
+	"github.com/mementohq/memento/run"
 )
 
 // The commit cache keeps, per run this store last wrote, what the next
@@ -74,7 +76,8 @@ func (c *commitCache) put(tenantID, runID string, e *commitEntry) {
 		c.bytes -= old.size
 		delete(c.m, k)
 	}
-	if e.size > commitCacheMaxState {
+	// A finished run takes no more commits.
+	if e.size > commitCacheMaxState || run.Status(e.status).Terminal() {
 		return
 	}
 	for ek, old := range c.m {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -119,7 +120,22 @@ func TestCommitFastMatchesSQL(t *testing.T) {
 	}
 	// A refused commit through the fast path still names its check.
 	c := commitReq(sides[0].r.StateRevision-1, sides[0].l, 300)
-	if _, _, err := fast.Commit(ctx, "t1", "fast", c); err == nil {
-		t.Fatal("a commit at an old revision landed")
+	if _, _, err := fast.Commit(ctx, "t1", "fast", c); !errors.Is(err, run.ErrRevisionConflict) {
+		t.Fatalf("a commit at an old revision: %v", err)
+	}
+	// A finished run leaves the cache.
+	r := sides[0].r
+	for i, st := range []run.Status{run.StatusRunning, run.StatusCompleted} {
+		c = commitReq(r.StateRevision, sides[0].l, 301+i)
+		c.Status, c.FromStatuses = st, run.AllowedFrom(st)
+		if r, _, err = fast.Commit(ctx, "t1", "fast", c); err != nil {
+			t.Fatalf("commit to %s: %v", st, err)
+		}
+	}
+	if err != nil || r.Status != run.StatusCompleted {
+		t.Fatalf("complete: %+v %v", r, err)
+	}
+	if fast.commits.get("t1", "fast", r.StateRevision) != nil {
+		t.Fatal("a completed run stays in the commit cache")
 	}
 }
