@@ -259,17 +259,21 @@ func (c *collector) object(it Item, m map[string]any) {
 	if id := str(m, "tool_call_id"); id != "" {
 		c.resolved[id] = true
 	}
-	// A tool call as an event: {tool_name|tool, call_id|id} in a "...call"
-	// or "...request(ed)" event; its result names the same call id.
+	// A tool call as an event: {tool_name|tool, call_id|id|operation_id}
+	// whose status (or else event type) says requested or started; a
+	// later one naming the same id with a final status resolves it.
 	if name := str(m, "tool_name", "tool"); name != "" {
 		id := str(m, "call_id", "tool_call_id", "operation_id", "id")
+		st := strings.ToLower(str(m, "status", "state"))
+		if st == "" {
+			st = lt
+		}
 		switch {
-		case strings.Contains(lt, "result") || strings.Contains(lt, "response") || strings.Contains(lt, "succeeded") ||
-			strings.Contains(lt, "failed") || strings.Contains(lt, "completed"):
+		case hasAny(st, "result", "response", "succeeded", "success", "failed", "completed", "done", "cancelled", "canceled"):
 			if id != "" {
 				c.resolved[id] = true
 			}
-		case strings.Contains(lt, "call") || strings.Contains(lt, "request") || strings.Contains(lt, "started") || strings.Contains(lt, "prepared"):
+		case hasAny(st, "call", "request", "started", "prepared", "pending", "unknown", "running"):
 			args := ""
 			if a, ok := m["arguments"]; ok {
 				if s, ok := a.(string); ok {
@@ -284,6 +288,15 @@ func (c *collector) object(it Item, m map[string]any) {
 	if d := str(m, "decision"); d != "" && str(m, "approval_id") == "" {
 		c.decisions = append(c.decisions, Decision{Code: d, Text: fmt.Sprintf("%s: %s", it.Type, d), SourceSeqs: []int64{it.Seq}})
 	}
+}
+
+func hasAny(s string, subs ...string) bool {
+	for _, x := range subs {
+		if strings.Contains(s, x) {
+			return true
+		}
+	}
+	return false
 }
 
 func centsString(i int64) string {
