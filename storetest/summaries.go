@@ -42,8 +42,8 @@ func fullSummary(tenant string, owner compact.Owner, from, to int64) compact.Sum
 	return compact.Summary{
 		SummaryID: uuid.Must(uuid.NewV7()).String(), TenantID: tenant, Owner: owner, Version: 1,
 		Covers: compact.Range{FromSeq: from, ToSeq: to}, SourceDigest: "sha256:" + randHex(32),
-		Compactor: compact.Identity{Name: "llm", PromptVersion: "p1", Model: "gpt-4o-mini", SchemaVersion: 1},
-		Facts:     []compact.Fact{{Text: "Alice asked for a refund of $120.50", SourceSeqs: []int64{from}}},
+		Compactor:     compact.Identity{Name: "llm", PromptVersion: "p1", Model: "gpt-4o-mini", SchemaVersion: 1},
+		Facts:         []compact.Fact{{Text: "Alice asked for a refund of $120.50", SourceSeqs: []int64{from}}},
 		OpenQuestions: []compact.Question{{Text: "Which card?", SourceSeqs: []int64{to}}},
 		Decisions:     []compact.Decision{{Code: "refund.approved", Text: "approved by bob", SourceSeqs: []int64{from, to}}},
 		Carried: compact.Carried{
