@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/compact"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
@@ -49,6 +50,9 @@ type Config struct {
 	// Memory tunes long-term memory (embedder, extractor, token counter);
 	// Open fills in the offline defaults for what is left nil.
 	Memory memory.Options
+	// Compaction tunes summaries (an LLM compactor, the target model, the
+	// text budget); the extractive compactor is always there.
+	Compaction compact.Options
 }
 
 // Backend names the store that holds runs.
@@ -69,6 +73,8 @@ type Stores struct {
 	Vault    pii.Store
 	// Memory holds long-term memory; nil leaves Engine.Memory nil.
 	Memory memory.Store
+	// Summaries holds compaction summaries; nil leaves Engine.Summaries nil.
+	Summaries compact.Store
 }
 
 // Options tune the services New wires over Stores.
@@ -86,6 +92,9 @@ type Options struct {
 	Tracer trace.Tracer
 	// Memory tunes long-term memory (embedder, extractor, token counter).
 	Memory memory.Options
+	// Compaction tunes summaries (compactors, target model, budget); New
+	// sets its sources to the engine's run and session stores.
+	Compaction compact.Options
 }
 
 // Engine holds the domain services wired to their stores. Fields are added per
@@ -102,6 +111,9 @@ type Engine struct {
 	// Memory is long-term memory, on the runs backend (nil when no store
 	// for it was given).
 	Memory *memory.Service
+	// Summaries compacts run events and session messages into verifiable
+	// summaries, on the runs backend (nil when no store for it was given).
+	Summaries *compact.Service
 
 	cfg     Config
 	backend Backend
@@ -164,6 +176,11 @@ func New(st Stores, o Options) (*Engine, error) {
 	e.Vault = vault
 	if svc.Memory != nil {
 		e.Memory = memory.NewService(svc.Memory, o.Memory)
+	}
+	if st.Summaries != nil {
+		co := o.Compaction
+		co.Runs, co.Sessions = svc.Runs, svc.Sessions
+		e.Summaries = compact.NewService(st.Summaries, co)
 	}
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
@@ -245,6 +262,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
 		pg, backend, st.Runs, st.Ops = db, BackendPostgres, db, db
+		st.Summaries = db.Summaries()
 		b.closers = append(b.closers, func() error { db.Close(); return nil })
 		b.pingers = append(b.pingers, namedPing{"postgres", db.Ping})
 	} else {
@@ -253,6 +271,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 			return nil, fmt.Errorf("sqlite in %s: %w", b.cfg.DataDir, err)
 		}
 		lite, backend, st.Runs, st.Ops = db, BackendSQLite, db, db
+		st.Summaries = db.Summaries()
 		b.closers = append(b.closers, db.Close)
 		b.pingers = append(b.pingers, namedPing{"sqlite", db.Ping})
 	}
@@ -261,6 +280,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		return nil, err
 	}
 	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: b.cfg.Memory}
+	o.Compaction = b.cfg.Compaction
 	o.PII.Key = key
 	e, err := New(st, o)
 	if err != nil {

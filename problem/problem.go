@@ -78,6 +78,17 @@ const (
 	OperationUnsupported = "unsupported-operation-transition"
 )
 
+// Kinds of compaction (summaries).
+const (
+	SummaryNotFound = "summary-not-found"
+	// SummaryRange: the range asked for does not continue the summary
+	// chain or lies outside the log.
+	SummaryRange = "summary-range"
+	// CompactorFailed: the compactor (a model) failed or answered
+	// something that is not a valid summary; nothing was stored.
+	CompactorFailed = "compactor-failed"
+)
+
 // Info is how a kind is answered: its default HTTP status and its title.
 type Info struct {
 	Status int
@@ -134,6 +145,10 @@ var catalogue = map[string]Info{
 	ApprovalExpired:      {http.StatusConflict, "Approval expired"},
 	ResumeRefused:        {http.StatusUnprocessableEntity, "Resume refused by a verification check"},
 	OperationUnsupported: {http.StatusNotFound, "No such operation transition"},
+
+	SummaryNotFound: {http.StatusNotFound, "Summary not found"},
+	SummaryRange:    {http.StatusConflict, "Range does not continue the summary chain or the log"},
+	CompactorFailed: {http.StatusBadGateway, "Compactor failed"},
 }
 
 // Lookup returns how kind is answered; ok is false for an unknown kind.

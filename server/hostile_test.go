@@ -84,12 +84,22 @@ func hostile(t *testing.T, backend string) {
 	}
 	params := map[string]string{"run_id": "h", "session_id": "s", "operation_id": "op-1", "approval_id": "ap-1",
 		"transition": "start", "ref": "pii_0123456789abcdef", "workflow_name": "w", "version": "1"}
+	// A summary of the run's events, for the summary routes.
+	res := e.do(t, "POST", "/v1/runs/h/summaries", `{}`, hdr)
+	var sum struct {
+		SummaryID string `json:"summary_id"`
+	}
+	if res.status != 201 || json.Unmarshal(res.body, &sum) != nil || sum.SummaryID == "" {
+		t.Fatalf("fixture summary: %d %s", res.status, res.body)
+	}
+	params["summary_id"] = sum.SummaryID
 
 	digest := func() string {
 		h := sha256.New()
 		for _, p := range []string{"/v1/runs?limit=1000", "/v1/runs/h", "/v1/runs/h/events?limit=1000", "/v1/runs/h/checkpoints",
 			"/v1/runs/h/operations", "/v1/runs/h/approvals", "/v1/operations/op-1", "/v1/approvals/ap-1",
-			"/v1/sessions/s?user_id=u", "/v1/sessions/s/messages?user_id=u&limit=1000", "/v1/sessions?user_id=u"} {
+			"/v1/sessions/s?user_id=u", "/v1/sessions/s/messages?user_id=u&limit=1000", "/v1/sessions?user_id=u",
+			"/v1/runs/h/summaries?limit=1000"} {
 			res := e.do(t, "GET", p, nil, hdr)
 			fmt.Fprintf(h, "%s %d %s\n", p, res.status, stripVolatile(res.body))
 		}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/compact"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
@@ -33,6 +34,8 @@ type Options struct {
 	Ops      *toolop.Service
 	Sessions *session.Service
 	Vault    *pii.Vault
+	// Summaries, when set, serves the summary routes (compaction).
+	Summaries *compact.Service
 	// Ready reports whether every backend answers (GET /readyz); nil
 	// means always ready.
 	Ready func(context.Context) error
@@ -70,6 +73,7 @@ type Server struct {
 	ops             *toolop.Service
 	sessions        *session.Service
 	vault           *pii.Vault
+	summaries       *compact.Service
 	ready           func(context.Context) error
 	backend         string
 	keys            *KeySet
@@ -111,6 +115,7 @@ func (s *Server) allRoutes() []Route {
 	var rs []Route
 	rs = append(rs, s.systemRoutes()...)
 	rs = append(rs, s.runRoutes()...)
+	rs = append(rs, s.summaryRoutes()...)
 	rs = append(rs, s.sessionRoutes()...)
 	rs = append(rs, s.operationRoutes()...)
 	rs = append(rs, s.workflowRoutes()...)
@@ -128,6 +133,7 @@ func New(opts Options) (*Server, error) {
 		ops:             opts.Ops,
 		sessions:        opts.Sessions,
 		vault:           opts.Vault,
+		summaries:       opts.Summaries,
 		ready:           opts.Ready,
 		backend:         opts.Backend,
 		keys:            opts.Keys,
