@@ -50,6 +50,7 @@ func CompactionSuite(t *testing.T, open func(t *testing.T) CompactionBackend) {
 		{"SummariesNeverFlowBack", testCompactRuleOne},
 		{"SessionMessages", testCompactSession},
 		{"Retention", testCompactRetention},
+		{"ConcurrentCompactionsOneWins", testCompactConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -648,5 +649,41 @@ func testCompactRetention(t *testing.T, f *cfx) {
 	}
 	if _, err := f.b.Summaries.Get(ctx, f.tenant, k.SummaryID); err != nil {
 		t.Fatalf("summary of a kept run: %v", err)
+	}
+}
+
+func testCompactConcurrent(t *testing.T, f *cfx) {
+	r := f.newRun(refundPayloads...)
+	owner := compact.RunOwner(r.RunID)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { _, _, errs[i] = f.sum.Compact(t.Context(), f.tenant, owner, compact.CompactRequest{}) })
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, compact.ErrRange):
+			t.Fatalf("a losing compaction: %v, want ErrRange", err)
+		}
+	}
+	// The log does not grow meanwhile, so exactly one range exists to win.
+	if won != 1 {
+		t.Fatalf("%d compactions won", won)
+	}
+	chain, err := f.sum.Usable(t.Context(), f.tenant, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _, err := f.sum.List(t.Context(), f.tenant, owner, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chain) != len(all) || len(all) != won {
+		t.Fatalf("%d won, %d stored, %d usable", won, len(all), len(chain))
 	}
 }
