@@ -158,7 +158,7 @@ func (s *Service) live(ctx context.Context, tenantID string, o Owner) ([]Summary
 			return nil, fmt.Errorf("list summaries of %s %s: %w", o.Kind, o.ID, err)
 		}
 		for _, x := range page {
-			if x.Status != StatusSuperseded {
+			if x.Status != StatusSuperseded && x.Owner.UserID == o.UserID {
 				out = append(out, x)
 			}
 		}
@@ -342,7 +342,9 @@ func (s *Service) build(ctx context.Context, tenantID string, owner Owner, rg Ra
 	return sum, nil
 }
 
-// Get returns one summary.
+// Get returns one summary of the tenant. It does not check a session
+// owner's user: a caller serving a user checks Owner.UserID (List, Chain
+// and Usable do).
 func (s *Service) Get(ctx context.Context, tenantID, summaryID string) (Summary, error) {
 	if summaryID == "" || len(summaryID) > run.MaxIDLength {
 		return Summary{}, fmt.Errorf("%w: %q", ErrNotFound, summaryID)
@@ -390,7 +392,15 @@ func (s *Service) List(ctx context.Context, tenantID string, owner Owner, cursor
 		b, _ := json.Marshal(listCursor{From: out[limit-1].Covers.FromSeq, ID: out[limit-1].SummaryID})
 		next = base64.RawURLEncoding.EncodeToString(b)
 	}
-	return out, next, nil
+	// A session is bound to its user: another user's summaries of a session
+	// id are left out (a page may come out shorter; the cursor still holds).
+	kept := out[:0]
+	for _, x := range out {
+		if x.Owner.UserID == owner.UserID {
+			kept = append(kept, x)
+		}
+	}
+	return kept, next, nil
 }
 
 // Verification is the answer of Verify.

@@ -603,6 +603,12 @@ func testCompactSession(t *testing.T, f *cfx) {
 		t.Fatalf("session summary: %s", v.Reason)
 	}
 	// Another user of the same session id sees nothing.
+	if l, _, err := f.sum.List(ctx, f.tenant, compact.SessionOwner(sid, "intruder"), "", 0); err != nil || len(l) != 0 {
+		t.Fatalf("list as another user: %v %d", err, len(l))
+	}
+	if l, _, err := f.sum.List(ctx, f.tenant, owner, "", 0); err != nil || len(l) != 1 {
+		t.Fatalf("list as the user: %v %d", err, len(l))
+	}
 	if _, _, err := f.sum.Compact(ctx, f.tenant, compact.SessionOwner(sid, "intruder"), compact.CompactRequest{}); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("compact as another user: %v", err)
 	}
