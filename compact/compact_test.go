@@ -281,6 +281,19 @@ func TestLLMCompactor(t *testing.T) {
 	if v, err := f.svc.Verify(t.Context(), f.tenant, s.SummaryID); err != nil || !v.OK {
 		t.Fatalf("verify: %v %+v", err, v)
 	}
+	// The raw tail a context shows after the summaries comes from the same source.
+	first, last, err := f.svc.Bounds(t.Context(), f.tenant, compact.RunOwner(f.runID))
+	if err != nil || first != 1 || last != 3 {
+		t.Fatalf("bounds %d %d %v", first, last, err)
+	}
+	tail, err := f.svc.Items(t.Context(), f.tenant, compact.RunOwner(f.runID), s.Covers.ToSeq+1, last)
+	if err != nil || len(tail) != 0 {
+		t.Fatalf("tail after a summary of everything: %v %d", err, len(tail))
+	}
+	all, err := f.svc.Items(t.Context(), f.tenant, compact.RunOwner(f.runID), 2, 3)
+	if err != nil || len(all) != 2 || all[0].Seq != 2 || all[0].Type != "step.completed" {
+		t.Fatalf("items: %v %+v", err, all)
+	}
 }
 
 func TestLLMCompactorRefusesBadAnswers(t *testing.T) {

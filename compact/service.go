@@ -148,6 +148,29 @@ func checkOwner(o Owner) error {
 	return nil
 }
 
+// Items reads the owner's entries with from <= seq <= to through the
+// service's source (a context builder reads the raw tail after the last
+// usable summary this way); entries that do not exist are simply absent.
+func (s *Service) Items(ctx context.Context, tenantID string, owner Owner, from, to int64) ([]Item, error) {
+	src, err := s.source(owner)
+	if err != nil {
+		return nil, err
+	}
+	return src.Items(ctx, tenantID, owner, from, to)
+}
+
+// Bounds returns the first and last seq of the owner's log (0, 0 when empty).
+func (s *Service) Bounds(ctx context.Context, tenantID string, owner Owner) (first, last int64, err error) {
+	src, err := s.source(owner)
+	if err != nil {
+		return 0, 0, err
+	}
+	return src.Bounds(ctx, tenantID, owner)
+}
+
+// Model is the target model whose tokenizer counts Summary.Tokens.
+func (s *Service) Model() string { return s.model }
+
 // live returns every summary of the owner that is not superseded, in range order.
 func (s *Service) live(ctx context.Context, tenantID string, o Owner) ([]Summary, error) {
 	var out []Summary
