@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/compact"
 	"github.com/mementohq/memento/contextbuild"
 	"github.com/mementohq/memento/llm/hashembed"
 	"github.com/mementohq/memento/memory"
@@ -53,6 +54,9 @@ type Config struct {
 	// Memory tunes long-term memory (embedder, extractor, token counter);
 	// Open fills in the offline defaults for what is left nil.
 	Memory memory.Options
+	// Compaction tunes summaries (an LLM compactor, the target model, the
+	// text budget); the extractive compactor is always there.
+	Compaction compact.Options
 }
 
 // Backend names the store that holds runs.
@@ -73,6 +77,8 @@ type Stores struct {
 	Vault    pii.Store
 	// Memory holds long-term memory; nil leaves Engine.Memory nil.
 	Memory memory.Store
+	// Summaries holds compaction summaries; nil leaves Engine.Summaries nil.
+	Summaries compact.Store
 }
 
 // Options tune the services New wires over Stores.
@@ -90,6 +96,9 @@ type Options struct {
 	Tracer trace.Tracer
 	// Memory tunes long-term memory (embedder, extractor, token counter).
 	Memory memory.Options
+	// Compaction tunes summaries (compactors, target model, budget); New
+	// sets its sources to the engine's run and session stores.
+	Compaction compact.Options
 }
 
 // Engine holds the domain services wired to their stores. Fields are added per
@@ -108,6 +117,9 @@ type Engine struct {
 	Memory *memory.Service
 	// Context builds model contexts from the services above.
 	Context *contextbuild.Builder
+	// Summaries compacts run events and session messages into verifiable
+	// summaries, on the runs backend (nil when no store for it was given).
+	Summaries *compact.Service
 
 	cfg     Config
 	backend Backend
@@ -174,6 +186,11 @@ func New(st Stores, o Options) (*Engine, error) {
 	// History is ranked by full text only: the offline hashing vectors
 	// lowered the evidence a LoCoMo context holds (bench context).
 	e.Context = contextbuild.New(contextbuild.Sources{Runs: e.Runs, Sessions: e.Sessions, Memory: e.Memory})
+	if st.Summaries != nil {
+		co := o.Compaction
+		co.Runs, co.Sessions = svc.Runs, svc.Sessions
+		e.Summaries = compact.NewService(st.Summaries, co)
+	}
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
 		p, ok := s.(pinger)
@@ -262,6 +279,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
 		pg, backend, st.Runs, st.Ops, st.Memory = db, BackendPostgres, db, db, db
+		st.Summaries = db.Summaries()
 		b.closers = append(b.closers, func() error { db.Close(); return nil })
 		b.pingers = append(b.pingers, namedPing{"postgres", db.Ping})
 	} else {
@@ -270,6 +288,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 			return nil, fmt.Errorf("sqlite in %s: %w", b.cfg.DataDir, err)
 		}
 		lite, backend, st.Runs, st.Ops, st.Memory = db, BackendSQLite, db, db, db
+		st.Summaries = db.Summaries()
 		b.closers = append(b.closers, db.Close)
 		b.pingers = append(b.pingers, namedPing{"sqlite", db.Ping})
 	}
@@ -278,6 +297,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		return nil, err
 	}
 	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: memoryDefaults(b.cfg.Memory)}
+	o.Compaction = b.cfg.Compaction
 	o.PII.Key = key
 	e, err := New(st, o)
 	if err != nil {

@@ -102,6 +102,17 @@ const (
 	ContextBudgetTooSmall = "context-budget-too-small"
 )
 
+// Kinds of compaction (summaries).
+const (
+	SummaryNotFound = "summary-not-found"
+	// SummaryRange: the range asked for does not continue the summary
+	// chain or lies outside the log.
+	SummaryRange = "summary-range"
+	// CompactorFailed: the compactor (a model) failed or answered
+	// something that is not a valid summary; nothing was stored.
+	CompactorFailed = "compactor-failed"
+)
+
 // Info is how a kind is answered: its default HTTP status and its title.
 type Info struct {
 	Status int
@@ -167,6 +178,10 @@ var catalogue = map[string]Info{
 	MemoryConflict:           {http.StatusConflict, "The claim changed concurrently or is not in a status that allows this"},
 	ExtractorNotConfigured:   {http.StatusUnprocessableEntity, "No memory extractor is configured"},
 	ContextBudgetTooSmall:    {http.StatusUnprocessableEntity, "The budget does not hold the parts that are never cut"},
+
+	SummaryNotFound: {http.StatusNotFound, "Summary not found"},
+	SummaryRange:    {http.StatusConflict, "Range does not continue the summary chain or the log"},
+	CompactorFailed: {http.StatusBadGateway, "Compactor failed"},
 }
 
 // Lookup returns how kind is answered; ok is false for an unknown kind.

@@ -116,12 +116,22 @@ func hostile(t *testing.T, backend string) {
 	}
 	memoryReads := []string{"/v1/memories?subject_id=sub&limit=1000", "/v1/memories/held?subject_id=sub", "/v1/memories/" + params["memory_id"],
 		"/v1/memories/" + params["memory_id"] + "/history", "/v1/subjects/sub/profile", "/v1/memory-namespaces/ns"}
+	// A summary of the run's events, for the summary routes.
+	res := e.do(t, "POST", "/v1/runs/h/summaries", `{}`, hdr)
+	var sum struct {
+		SummaryID string `json:"summary_id"`
+	}
+	if res.status != 201 || json.Unmarshal(res.body, &sum) != nil || sum.SummaryID == "" {
+		t.Fatalf("fixture summary: %d %s", res.status, res.body)
+	}
+	params["summary_id"] = sum.SummaryID
 
 	digest := func() string {
 		h := sha256.New()
 		for _, p := range append([]string{"/v1/runs?limit=1000", "/v1/runs/h", "/v1/runs/h/events?limit=1000", "/v1/runs/h/checkpoints",
 			"/v1/runs/h/operations", "/v1/runs/h/approvals", "/v1/operations/op-1", "/v1/approvals/ap-1",
-			"/v1/sessions/s?user_id=u", "/v1/sessions/s/messages?user_id=u&limit=1000", "/v1/sessions?user_id=u"}, memoryReads...) {
+			"/v1/sessions/s?user_id=u", "/v1/sessions/s/messages?user_id=u&limit=1000", "/v1/sessions?user_id=u",
+			"/v1/runs/h/summaries?limit=1000"}, memoryReads...) {
 			res := e.do(t, "GET", p, nil, hdr)
 			fmt.Fprintf(h, "%s %d %s\n", p, res.status, stripVolatile(res.body))
 		}

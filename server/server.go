@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/compact"
 	"github.com/mementohq/memento/contextbuild"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
@@ -40,6 +41,8 @@ type Options struct {
 	Memory *memory.Service
 	// Context builds model contexts (POST /v1/context); nil answers 404.
 	Context *contextbuild.Builder
+	// Summaries, when set, serves the summary routes (compaction).
+	Summaries *compact.Service
 	// Ready reports whether every backend answers (GET /readyz); nil
 	// means always ready.
 	Ready func(context.Context) error
@@ -79,6 +82,7 @@ type Server struct {
 	vault           *pii.Vault
 	memory          *memory.Service
 	context         *contextbuild.Builder
+	summaries       *compact.Service
 	ready           func(context.Context) error
 	backend         string
 	keys            *KeySet
@@ -120,6 +124,7 @@ func (s *Server) allRoutes() []Route {
 	var rs []Route
 	rs = append(rs, s.systemRoutes()...)
 	rs = append(rs, s.runRoutes()...)
+	rs = append(rs, s.summaryRoutes()...)
 	rs = append(rs, s.sessionRoutes()...)
 	rs = append(rs, s.operationRoutes()...)
 	rs = append(rs, s.workflowRoutes()...)
@@ -141,6 +146,7 @@ func New(opts Options) (*Server, error) {
 		vault:           opts.Vault,
 		memory:          opts.Memory,
 		context:         opts.Context,
+		summaries:       opts.Summaries,
 		ready:           opts.Ready,
 		backend:         opts.Backend,
 		keys:            opts.Keys,
