@@ -183,14 +183,16 @@ func New(st Stores, o Options) (*Engine, error) {
 	if svc.Memory != nil {
 		e.Memory = memory.NewService(svc.Memory, o.Memory)
 	}
-	// History is ranked by full text only: the offline hashing vectors
-	// lowered the evidence a LoCoMo context holds (bench context).
-	e.Context = contextbuild.New(contextbuild.Sources{Runs: e.Runs, Sessions: e.Sessions, Memory: e.Memory})
+	src := contextbuild.Sources{Runs: e.Runs, Sessions: e.Sessions, Memory: e.Memory}
 	if st.Summaries != nil {
 		co := o.Compaction
 		co.Runs, co.Sessions = svc.Runs, svc.Sessions
 		e.Summaries = compact.NewService(st.Summaries, co)
+		src.Summaries = compact.ContextSource{S: e.Summaries}
 	}
+	// History is ranked by full text only: the offline hashing vectors
+	// lowered the evidence a LoCoMo context holds (bench context).
+	e.Context = contextbuild.New(src)
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
 		p, ok := s.(pinger)

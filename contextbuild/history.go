@@ -58,6 +58,7 @@ func (it item) message() llm.Message {
 type history struct {
 	key      historyKey
 	kind, id string
+	userID   string // the session's user
 	// generation tells a session created again under the same id apart.
 	generation string
 
@@ -86,6 +87,7 @@ func (b *Builder) readOwner(ctx context.Context, tenantID string, r Request) (*o
 		o := &owner{stateKind: KindSessionState, stateLabel: "Session state", stateSrc: "session:" + r.SessionID + "@" + strconv.FormatInt(s.Revision, 10), state: stateText(s.State)}
 		h := b.history.get(tenantID, ownerSession, r.SessionID, s.CreatedAt.String())
 		h.mu.Lock()
+		h.userID = r.UserID
 		defer h.mu.Unlock()
 		// Messages answers the latest page after a seq: page back from the
 		// newest until the cached part is reached, then append in order.
