@@ -27,6 +27,10 @@ type SearchQuery struct {
 	// HalfLife, when > 0, weighs each hit by 0.5^(age/HalfLife), age from
 	// the claim's valid_from: the caller turns recency on.
 	HalfLife time.Duration
+	// DistinctMessages drops a hit whose provenance message_ids are all
+	// named by better hits (a turn inside a window already returned), so
+	// the k hits carry k distinct pieces of evidence.
+	DistinctMessages bool
 }
 
 // Hit is a claim found by search, with its score and the parts it came from.
@@ -175,6 +179,9 @@ func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery
 	}
 	if q.HalfLife > 0 {
 		sortHits(hits)
+	}
+	if q.DistinctMessages {
+		hits = dropCovered(hits)
 	}
 	return hits, removed, nil
 }

@@ -28,6 +28,8 @@ type benchLocomoFlags struct {
 	ks       []int
 	modes    []string
 	only     []string
+	ingest   string
+	distinct bool
 	asJSON   bool
 	quiet    bool
 }
@@ -59,6 +61,8 @@ the mean tokens (o200k) of the top hits' text.`,
 	fl.IntSliceVar(&f.ks, "k", []int{5, 10}, "cut-offs of recall")
 	fl.StringSliceVar(&f.modes, "modes", nil, "search modes (default fulltext, vector, hybrid; fulltext only without an embedder)")
 	fl.StringSliceVar(&f.only, "only", nil, "score only these sample_ids (all are ingested)")
+	fl.StringVar(&f.ingest, "ingest", bench.DefaultLocomoIngest.Spec(), "ingestion strategy: comma-separated speaker, date, captions, window=N, stride=N (\"text\" for none)")
+	fl.BoolVar(&f.distinct, "distinct", true, "search drops hits whose turns better hits already name (memory.SearchQuery.DistinctMessages)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as one JSON object")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	return cmd
@@ -74,6 +78,10 @@ func runBenchLocomo(cmd *cobra.Command, f benchLocomoFlags) error {
 	}
 	convs, err := bench.ReadLocomo(fh)
 	_ = fh.Close()
+	if err != nil {
+		return fmt.Errorf("bench locomo: %w", err)
+	}
+	ingest, err := bench.ParseLocomoIngest(f.ingest)
 	if err != nil {
 		return fmt.Errorf("bench locomo: %w", err)
 	}
@@ -106,9 +114,10 @@ func runBenchLocomo(cmd *cobra.Command, f benchLocomoFlags) error {
 	cfg := bench.LocomoConfig{
 		Conversations: convs,
 		Service:       memory.NewService(store, memory.Options{Embedder: emb}),
-		Ingest:        bench.DefaultLocomoIngest,
+		Ingest:        ingest,
 		Modes:         modes,
 		Ks:            f.ks,
+		Distinct:      f.distinct,
 		CountTokens:   counter.Count,
 		Progress:      cmd.ErrOrStderr(),
 	}

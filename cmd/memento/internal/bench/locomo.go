@@ -149,10 +149,57 @@ type LocomoIngest struct {
 	Date bool
 	// Captions appends the caption of a shared image.
 	Captions bool
+	// Window, when > 1, also adds one item per Window consecutive turns of a
+	// session, starting every Stride turns (default Window/2),
+	// in namespace WindowNamespace, naming all its turns in message_ids: a
+	// question whose answer spans turns can match the window as a whole.
+	Window int
+	Stride int
+}
+
+// WindowNamespace holds the window items of a multi-granularity ingest.
+const WindowNamespace = "windows"
+
+// ParseLocomoIngest reads a strategy: comma-separated speaker, date,
+// captions, window=N, stride=N ("text" alone is none of them).
+func ParseLocomoIngest(s string) (LocomoIngest, error) {
+	var in LocomoIngest
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		k, v, _ := strings.Cut(p, "=")
+		switch k {
+		case "", "text":
+		case "speaker":
+			in.Speaker = true
+		case "date":
+			in.Date = true
+		case "captions":
+			in.Captions = true
+		case "window", "stride":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 50 {
+				return in, fmt.Errorf("ingest %s: want a number within [1, 50]", p)
+			}
+			if k == "window" {
+				in.Window = n
+			} else {
+				in.Stride = n
+			}
+		default:
+			return in, fmt.Errorf("unknown ingest option %q (speaker, date, captions, window=N, stride=N)", p)
+		}
+	}
+	return in, nil
 }
 
 // DefaultLocomoIngest is the strategy `memento bench locomo` uses.
 var DefaultLocomoIngest = LocomoIngest{Speaker: true, Date: true, Captions: true}
+
+// Spec is the strategy as ParseLocomoIngest reads it.
+func (in LocomoIngest) Spec() string {
+	s := strings.TrimPrefix(in.String(), "text+")
+	return strings.ReplaceAll(s, "+", ",")
+}
 
 func (in LocomoIngest) String() string {
 	var parts []string
@@ -165,10 +212,20 @@ func (in LocomoIngest) String() string {
 	if in.Captions {
 		parts = append(parts, "captions")
 	}
+	if in.Window > 1 {
+		parts = append(parts, fmt.Sprintf("window=%d", in.Window), fmt.Sprintf("stride=%d", in.stride()))
+	}
 	if len(parts) == 0 {
 		return "text"
 	}
 	return "text+" + strings.Join(parts, "+")
+}
+
+func (in LocomoIngest) stride() int {
+	if in.Stride > 0 {
+		return in.Stride
+	}
+	return max(1, in.Window/2)
 }
 
 // TurnText is the searchable text of a turn under the strategy.
@@ -198,6 +255,8 @@ type LocomoConfig struct {
 	Ks      []int    // default 5, 10
 	// CountTokens measures the text of the top hits (default bytes/4).
 	CountTokens func(string) int
+	// Distinct asks search for hits of distinct evidence (DistinctMessages).
+	Distinct bool
 	// Only, when set, evaluates only these conversations (ingests all).
 	Only map[string]bool
 	// Progress, when set, gets one line per step.
@@ -368,7 +427,7 @@ func RunLocomo(ctx context.Context, cfg LocomoConfig) (*LocomoReport, error) {
 		convN := map[string]int{}
 		var tokens float64
 		for _, q := range qs {
-			res, err := cfg.Service.Search(ctx, cfg.Tenant, memory.SearchQuery{Query: q.text, SubjectID: q.conv, K: maxK, Mode: mode})
+			res, err := cfg.Service.Search(ctx, cfg.Tenant, memory.SearchQuery{Query: q.text, SubjectID: q.conv, K: maxK, Mode: mode, DistinctMessages: cfg.Distinct})
 			if err != nil {
 				return nil, fmt.Errorf("locomo: search %s in %s: %w", q.conv, mode, err)
 			}
@@ -487,8 +546,62 @@ func ingestLocomo(ctx context.Context, cfg LocomoConfig, c LocomoConversation) (
 			}
 			n++
 		}
+		if cfg.Ingest.Window > 1 {
+			if err := ingestWindows(ctx, cfg, c, s); err != nil {
+				return n, err
+			}
+		}
 	}
 	return n, nil
+}
+
+// ingestWindows adds the window items of session s.
+func ingestWindows(ctx context.Context, cfg LocomoConfig, c LocomoConversation, s LocomoSession) error {
+	w, st := cfg.Ingest.Window, cfg.Ingest.stride()
+	turnsOnly := LocomoIngest{Speaker: cfg.Ingest.Speaker, Captions: cfg.Ingest.Captions}
+	for start := 0; start < len(s.Turns); start += st {
+		end := min(start+w, len(s.Turns))
+		var texts, ids []string
+		if cfg.Ingest.Date && !s.Date.IsZero() {
+			texts = append(texts, "["+s.Date.Format("2 January 2006")+"]")
+		}
+		for _, t := range s.Turns[start:end] {
+			if strings.TrimSpace(t.DiaID) == "" {
+				continue
+			}
+			texts = append(texts, turnsOnly.TurnText(s, t))
+			ids = append(ids, t.DiaID)
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		key := "window:" + ids[0] + "-" + ids[len(ids)-1]
+		value, _ := json.Marshal(map[string]any{"session": s.Number, "turns": ids})
+		in := memory.AddInput{
+			SubjectID: c.SampleID,
+			Namespace: WindowNamespace,
+			Key:       key,
+			Value:     value,
+			Text:      truncateUTF8(strings.Join(texts, "\n"), memory.MaxTextBytes),
+			Provenance: memory.Provenance{
+				SourceType:  memory.SourceMessage,
+				SourceID:    key,
+				MessageIDs:  ids,
+				ValidatedBy: memory.ValidatedImported,
+			},
+		}
+		if !s.Date.IsZero() {
+			d := s.Date
+			in.ValidFrom = &d
+		}
+		if _, err := cfg.Service.Add(ctx, cfg.Tenant, in); err != nil {
+			return fmt.Errorf("locomo: add %s of %s: %w", key, c.SampleID, err)
+		}
+		if end == len(s.Turns) {
+			break
+		}
+	}
+	return nil
 }
 
 func truncateUTF8(s string, n int) string {
