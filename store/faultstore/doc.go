@@ -1,5 +1,5 @@
-// Package faultstore wraps any run.Store, toolop.Store, session.Store or
-// pii.Store and injects faults by rule, for tests of what sits above a store
+// Package faultstore wraps any run.Store, toolop.Store, session.Store,
+// pii.Store or memory.Store and injects faults by rule, for tests of what sits above a store
 // (the workflow engine, resume, the services). A rule picks calls by method
 // name, an optional predicate on the arguments, the Nth matching call and a
 // probability drawn from a seeded generator, and does one of three things:

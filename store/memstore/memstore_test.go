@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
@@ -91,4 +92,8 @@ func TestRecoverySuite(t *testing.T) {
 		s := memstore.New()
 		return s, s
 	})
+}
+
+func TestMemoryStoreSuite(t *testing.T) {
+	storetest.MemoryStoreSuite(t, func(t *testing.T) memory.Store { return memstore.New().Memory() })
 }

@@ -1,0 +1,81 @@
+package memsql
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strings"
+	"unicode"
+)
+
+// MaxWords bounds the words of one full-text query: a query is ORed words,
+// and a pasted paragraph must not become a thousand-branch query.
+const MaxWords = 64
+
+// Words splits query terms into lowercase letter/digit runs, deduplicated,
+// at most MaxWords. What comes out has no character a query syntax could
+// read as an operator, so a backend may quote it as a plain word.
+func Words(terms []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range terms {
+		for _, w := range strings.FieldsFunc(strings.ToLower(t), func(r rune) bool {
+			return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+		}) {
+			if seen[w] {
+				continue
+			}
+			seen[w] = true
+			out = append(out, w)
+			if len(out) == MaxWords {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// scope is one token naming a hash of parts. It starts with a letter and
+// ends with a digit: a Porter stemmer leaves it alone, and a unicode61
+// tokenizer keeps it whole.
+func scope(prefix string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return prefix + hex.EncodeToString(h.Sum(nil)[:16]) + "0"
+}
+
+// SubjectScope is the token every full-text row of (tenant, subject) carries.
+func SubjectScope(tenantID, subjectID string) string {
+	return scope("s", tenantID, subjectID)
+}
+
+// NamespaceScope is the token of the rows of (tenant, subject, namespace).
+func NamespaceScope(tenantID, subjectID, namespace string) string {
+	return scope("n", tenantID, subjectID, namespace)
+}
+
+// EncodeVector is vs as little-endian float32s.
+func EncodeVector(vs []float32) []byte {
+	b := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+// DecodeVector reads EncodeVector's format, checking it holds dim values.
+func DecodeVector(b []byte, dim int) ([]float32, error) {
+	if len(b) != 4*dim {
+		return nil, fmt.Errorf("vector blob of %d bytes does not hold %d float32s", len(b), dim)
+	}
+	out := make([]float32, dim)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out, nil
+}

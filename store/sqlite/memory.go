@@ -1,0 +1,760 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/store/internal/memsql"
+)
+
+var _ memory.Store = (*DB)(nil)
+
+const claimColumns = `tenant_id, memory_id, subject_id, namespace, key, value, schema_version, text,
+	category, provenance, confidence, valid_from, expires_at, status, invalidated_at, reason,
+	supersedes, superseded_by, superseded_at, consent_basis, value_digest, created_at,
+	confirmed_at, confirmations, version`
+
+func microsOrNil(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func timeOrNil(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromMicros(n.Int64)
+	return &t
+}
+
+func scanClaim(sc rowScanner) (memory.Claim, error) {
+	var (
+		c                         memory.Claim
+		value, prov, status       string
+		validFrom, created, conf  int64
+		expires, invalidated, sup sql.NullInt64
+	)
+	err := sc.Scan(&c.TenantID, &c.MemoryID, &c.SubjectID, &c.Namespace, &c.Key, &value, &c.SchemaVersion, &c.Text,
+		&c.Category, &prov, &c.Confidence, &validFrom, &expires, &status, &invalidated, &c.InvalidationReason,
+		&c.Supersedes, &c.SupersededBy, &sup, &c.ConsentBasis, &c.ValueDigest, &created,
+		&conf, &c.Confirmations, &c.Version)
+	if err != nil {
+		return memory.Claim{}, err
+	}
+	if err := json.Unmarshal([]byte(prov), &c.Provenance); err != nil {
+		return memory.Claim{}, fmt.Errorf("decode provenance of claim %s: %w", c.MemoryID, err)
+	}
+	c.Value = json.RawMessage(value)
+	c.Status = memory.Status(status)
+	c.ValidFrom, c.CreatedAt, c.ConfirmedAt = fromMicros(validFrom), fromMicros(created), fromMicros(conf)
+	c.ExpiresAt, c.InvalidatedAt, c.SupersededAt = timeOrNil(expires), timeOrNil(invalidated), timeOrNil(sup)
+	return c, nil
+}
+
+func scanClaims(rows *sql.Rows) ([]memory.Claim, error) {
+	defer rows.Close()
+	var out []memory.Claim
+	for rows.Next() {
+		c, err := scanClaim(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func getClaim(ctx context.Context, q querier, tenantID, memoryID string) (memory.Claim, error) {
+	c, err := scanClaim(q.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM memory_claims WHERE tenant_id = ? AND memory_id = ?`, tenantID, memoryID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return memory.Claim{}, memory.ErrNotFound
+	}
+	return c, err
+}
+
+// bumpSubject moves the subject's change counter on and returns it.
+func bumpSubject(ctx context.Context, tx *sql.Tx, tenantID, subjectID string) (int64, error) {
+	var v int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO memory_subjects (tenant_id, subject_id, version) VALUES (?, ?, 1)
+		ON CONFLICT (tenant_id, subject_id) DO UPDATE SET version = version + 1 RETURNING version`, tenantID, subjectID).Scan(&v)
+	return v, err
+}
+
+// dropProjections deletes a claim's full-text and vector rows.
+func dropProjections(ctx context.Context, tx *sql.Tx, tenantID, memoryID string) error {
+	var rowid sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT fts_rowid FROM memory_claims WHERE tenant_id = ? AND memory_id = ?`,
+		tenantID, memoryID).Scan(&rowid); err != nil {
+		return err
+	}
+	if rowid.Valid {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_fts WHERE rowid = ?`, rowid.Int64); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memory_claims SET fts_rowid = NULL WHERE tenant_id = ? AND memory_id = ?`,
+			tenantID, memoryID); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM memory_vectors WHERE tenant_id = ? AND memory_id = ?`, tenantID, memoryID)
+	return err
+}
+
+// addProjections writes the full-text row of a claim that became current
+// and, when vec is set, its vector.
+func addProjections(ctx context.Context, tx *sql.Tx, c memory.Claim, vec *memory.Vector, version int64) error {
+	scope := memsql.SubjectScope(c.TenantID, c.SubjectID) + " " + memsql.NamespaceScope(c.TenantID, c.SubjectID, c.Namespace)
+	res, err := tx.ExecContext(ctx, `INSERT INTO memory_fts (scope, body, tenant_id, memory_id) VALUES (?, ?, ?, ?)`,
+		scope, c.Text, c.TenantID, c.MemoryID)
+	if err != nil {
+		return fmt.Errorf("index text: %w", err)
+	}
+	rowid, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE memory_claims SET fts_rowid = ? WHERE tenant_id = ? AND memory_id = ?`,
+		rowid, c.TenantID, c.MemoryID); err != nil {
+		return err
+	}
+	if vec == nil {
+		return nil
+	}
+	return putVector(ctx, tx, c, *vec, version)
+}
+
+func putVector(ctx context.Context, tx *sql.Tx, c memory.Claim, v memory.Vector, version int64) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO memory_vectors (tenant_id, memory_id, model, subject_id, namespace, dim, vec, expires_at, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant_id, memory_id, model) DO UPDATE SET dim = excluded.dim, vec = excluded.vec,
+			namespace = excluded.namespace, expires_at = excluded.expires_at, version = excluded.version`,
+		c.TenantID, c.MemoryID, v.Model, c.SubjectID, c.Namespace, len(v.Values), memsql.EncodeVector(v.Values),
+		microsOrNil(c.ExpiresAt), version)
+	if err != nil {
+		return fmt.Errorf("store vector: %w", err)
+	}
+	return nil
+}
+
+// checkSupersede checks that supersede (when set) names a current claim of c's subject.
+func checkSupersede(ctx context.Context, tx *sql.Tx, c memory.Claim, supersede string) error {
+	if supersede == "" {
+		return nil
+	}
+	var subject, status string
+	err := tx.QueryRowContext(ctx, `SELECT subject_id, status FROM memory_claims WHERE tenant_id = ? AND memory_id = ?`,
+		c.TenantID, supersede).Scan(&subject, &status)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && (subject != c.SubjectID || status != string(memory.StatusCurrent))) {
+		return fmt.Errorf("claim %s to supersede is not a current claim of the subject: %w", supersede, memory.ErrConflict)
+	}
+	return err
+}
+
+// checkSlot refuses a current claim beside another current claim of its
+// (subject, namespace, key) other than the one it supersedes.
+func checkSlot(ctx context.Context, tx *sql.Tx, c memory.Claim, supersede string) error {
+	var id string
+	err := tx.QueryRowContext(ctx, `SELECT memory_id FROM memory_claims WHERE tenant_id = ? AND subject_id = ?
+		AND namespace = ? AND key = ? AND status = 'current' AND memory_id <> ? AND memory_id <> ?`,
+		c.TenantID, c.SubjectID, c.Namespace, c.Key, c.MemoryID, supersede).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("claim %s is current for the key: %w", id, memory.ErrConflict)
+}
+
+// supersedeClaim ends old in favour of newID.
+func supersedeClaim(ctx context.Context, tx *sql.Tx, tenantID, old, newID string, at time.Time, version int64) error {
+	if old == "" {
+		return nil
+	}
+	if err := dropProjections(ctx, tx, tenantID, old); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE memory_claims SET status = 'superseded', superseded_by = ?, superseded_at = ?, version = ?
+		WHERE tenant_id = ? AND memory_id = ?`, newID, at.UnixMicro(), version, tenantID, old)
+	return err
+}
+
+// Insert implements memory.Store.
+func (db *DB) Insert(ctx context.Context, p memory.InsertParams) (memory.Claim, error) {
+	c := p.Claim
+	if c.TenantID == "" || c.SubjectID == "" || c.MemoryID == "" {
+		return memory.Claim{}, fmt.Errorf("insert claim: tenant, subject and memory id are required: %w", memory.ErrInvalidInput)
+	}
+	prov, err := json.Marshal(c.Provenance)
+	if err != nil {
+		return memory.Claim{}, fmt.Errorf("insert claim %s: encode provenance: %w", c.MemoryID, err)
+	}
+	if p.Supersede != "" {
+		c.Supersedes = p.Supersede
+	}
+	var out memory.Claim
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM memory_claims WHERE tenant_id = ? AND memory_id = ?`, c.TenantID, c.MemoryID).Scan(&one)
+		if err == nil {
+			return fmt.Errorf("the id is taken: %w", memory.ErrConflict)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM memory_tombstones WHERE tenant_id = ? AND subject_id = ? AND namespace = ?
+			AND key = ? AND value_digest = ?`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).Scan(&one)
+		if err == nil {
+			return memory.ErrTombstoned
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if err := checkSupersede(ctx, tx, c, p.Supersede); err != nil {
+			return err
+		}
+		if c.Status == memory.StatusCurrent {
+			if err := checkSlot(ctx, tx, c, p.Supersede); err != nil {
+				return err
+			}
+		}
+		version, err := bumpSubject(ctx, tx, c.TenantID, c.SubjectID)
+		if err != nil {
+			return err
+		}
+		if err := supersedeClaim(ctx, tx, c.TenantID, p.Supersede, c.MemoryID, p.SupersededAt, version); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO memory_claims (`+claimColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.TenantID, c.MemoryID, c.SubjectID, c.Namespace, c.Key, string(c.Value), c.SchemaVersion, c.Text,
+			c.Category, string(prov), c.Confidence, c.ValidFrom.UnixMicro(), microsOrNil(c.ExpiresAt), string(c.Status),
+			microsOrNil(c.InvalidatedAt), c.InvalidationReason, c.Supersedes, c.SupersededBy, microsOrNil(c.SupersededAt),
+			c.ConsentBasis, c.ValueDigest, c.CreatedAt.UnixMicro(), c.ConfirmedAt.UnixMicro(), c.Confirmations, version); err != nil {
+			return err
+		}
+		if c.Status == memory.StatusCurrent {
+			if err := addProjections(ctx, tx, c, p.Vector, version); err != nil {
+				return err
+			}
+		}
+		out, err = getClaim(ctx, tx, c.TenantID, c.MemoryID)
+		return err
+	})
+	if err != nil {
+		return memory.Claim{}, fmt.Errorf("insert claim %s: %w", c.MemoryID, err)
+	}
+	return out, nil
+}
+
+// Get implements memory.Store.
+func (db *DB) Get(ctx context.Context, tenantID, memoryID string) (memory.Claim, error) {
+	c, err := getClaim(ctx, db.r, tenantID, memoryID)
+	if err != nil {
+		return memory.Claim{}, fmt.Errorf("get claim %s: %w", memoryID, err)
+	}
+	return c, nil
+}
+
+// GetMany implements memory.Store.
+func (db *DB) GetMany(ctx context.Context, tenantID string, memoryIDs []string) ([]memory.Claim, error) {
+	if len(memoryIDs) == 0 {
+		return nil, nil
+	}
+	ids, err := json.Marshal(memoryIDs)
+	if err != nil {
+		return nil, fmt.Errorf("get claims: %w", err)
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM memory_claims WHERE tenant_id = ?
+		AND memory_id IN (SELECT value FROM json_each(?))`, tenantID, string(ids))
+	if err != nil {
+		return nil, fmt.Errorf("get claims: %w", err)
+	}
+	out, err := scanClaims(rows)
+	if err != nil {
+		return nil, fmt.Errorf("get claims: %w", err)
+	}
+	return out, nil
+}
+
+// liveAtSQL is Claim.LiveAt as a condition on one time parameter, given five times.
+const liveAtSQL = `status NOT IN ('held', 'rejected') AND valid_from <= ?
+	AND (superseded_at IS NULL OR superseded_at > ?) AND (invalidated_at IS NULL OR invalidated_at > ?)
+	AND (expires_at IS NULL OR expires_at > ?)`
+
+// List implements memory.Store.
+func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, error) {
+	if q.TenantID == "" || q.SubjectID == "" {
+		return nil, fmt.Errorf("list claims: tenant and subject are required: %w", memory.ErrInvalidInput)
+	}
+	var (
+		where strings.Builder
+		args  = []any{q.TenantID, q.SubjectID}
+	)
+	where.WriteString(`tenant_id = ? AND subject_id = ?`)
+	if q.Namespace != "" {
+		where.WriteString(` AND namespace = ?`)
+		args = append(args, q.Namespace)
+	}
+	if q.Key != "" {
+		where.WriteString(` AND key = ?`)
+		args = append(args, q.Key)
+	}
+	if len(q.Statuses) > 0 {
+		st, _ := json.Marshal(q.Statuses)
+		where.WriteString(` AND status IN (SELECT value FROM json_each(?))`)
+		args = append(args, string(st))
+	}
+	if q.LiveAt != nil {
+		t := q.LiveAt.UnixMicro()
+		if q.AsOf {
+			where.WriteString(` AND ` + liveAtSQL)
+			args = append(args, t, t, t, t)
+		} else {
+			where.WriteString(` AND status = 'current' AND (expires_at IS NULL OR expires_at > ?)`)
+			args = append(args, t)
+		}
+	}
+	if q.MaxSchemaVersion > 0 {
+		where.WriteString(` AND schema_version <= ?`)
+		args = append(args, q.MaxSchemaVersion)
+	}
+	if !q.AfterCreated.IsZero() || q.AfterID != "" {
+		where.WriteString(` AND (created_at, memory_id) > (?, ?)`)
+		args = append(args, q.AfterCreated.UnixMicro(), q.AfterID)
+	}
+	limit := -1
+	if q.Limit > 0 {
+		limit = q.Limit
+	}
+	args = append(args, limit)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM memory_claims WHERE `+where.String()+`
+		ORDER BY created_at, memory_id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list claims: %w", err)
+	}
+	out, err := scanClaims(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list claims: %w", err)
+	}
+	return out, nil
+}
+
+// Transition implements memory.Store.
+func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory.Claim, error) {
+	var out memory.Claim
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		c, err := getClaim(ctx, tx, p.TenantID, p.MemoryID)
+		if err != nil {
+			return err
+		}
+		if !statusIn(c.Status, p.From) {
+			return fmt.Errorf("it is %s, not one of %v: %w", c.Status, p.From, memory.ErrConflict)
+		}
+		wasCurrent := c.Status == memory.StatusCurrent
+		becomes := p.To == memory.StatusCurrent && !wasCurrent
+		supersede := ""
+		if becomes {
+			supersede = p.Supersede
+			if err := checkSupersede(ctx, tx, c, supersede); err != nil {
+				return err
+			}
+			if err := checkSlot(ctx, tx, c, supersede); err != nil {
+				return err
+			}
+		}
+		version, err := bumpSubject(ctx, tx, c.TenantID, c.SubjectID)
+		if err != nil {
+			return err
+		}
+		// The old claim leaves the key's current slot before this one takes it.
+		if err := supersedeClaim(ctx, tx, p.TenantID, supersede, p.MemoryID, p.SupersededAt, version); err != nil {
+			return err
+		}
+		set, args := `status = ?, version = ?`, []any{string(p.To), version}
+		if p.To == memory.StatusInvalidated {
+			set += `, invalidated_at = ?, reason = ?`
+			args = append(args, p.At.UnixMicro(), p.Reason)
+		}
+		if supersede != "" {
+			set += `, supersedes = ?`
+			args = append(args, supersede)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memory_claims SET `+set+` WHERE tenant_id = ? AND memory_id = ?`,
+			append(args, p.TenantID, p.MemoryID)...); err != nil {
+			return err
+		}
+		switch {
+		case becomes:
+			if err := addProjections(ctx, tx, c, p.Vector, version); err != nil {
+				return err
+			}
+		case wasCurrent && p.To != memory.StatusCurrent:
+			if err := dropProjections(ctx, tx, p.TenantID, p.MemoryID); err != nil {
+				return err
+			}
+		}
+		out, err = getClaim(ctx, tx, p.TenantID, p.MemoryID)
+		return err
+	})
+	if err != nil {
+		return memory.Claim{}, fmt.Errorf("transition claim %s to %s: %w", p.MemoryID, p.To, err)
+	}
+	return out, nil
+}
+
+func statusIn(s memory.Status, set []memory.Status) bool {
+	for _, x := range set {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Refresh implements memory.Store.
+func (db *DB) Refresh(ctx context.Context, tenantID, memoryID string, at time.Time) (memory.Claim, error) {
+	var out memory.Claim
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		c, err := getClaim(ctx, tx, tenantID, memoryID)
+		if err != nil {
+			return err
+		}
+		if c.Status != memory.StatusCurrent {
+			return fmt.Errorf("it is %s: %w", c.Status, memory.ErrConflict)
+		}
+		version, err := bumpSubject(ctx, tx, tenantID, c.SubjectID)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE memory_claims SET confirmed_at = ?, confirmations = confirmations + 1, version = ?
+			WHERE tenant_id = ? AND memory_id = ?`, at.UnixMicro(), version, tenantID, memoryID); err != nil {
+			return err
+		}
+		out, err = getClaim(ctx, tx, tenantID, memoryID)
+		return err
+	})
+	if err != nil {
+		return memory.Claim{}, fmt.Errorf("refresh claim %s: %w", memoryID, err)
+	}
+	return out, nil
+}
+
+// Forget implements memory.Store. The full-text rows go by their scope
+// token, not through the claims, so a row a past bug left behind goes too.
+func (db *DB) Forget(ctx context.Context, p memory.ForgetParams) (memory.ForgetRecord, error) {
+	if p.TenantID == "" || p.SubjectID == "" {
+		return memory.ForgetRecord{}, fmt.Errorf("forget: tenant and subject are required: %w", memory.ErrInvalidInput)
+	}
+	rec := p.Record
+	rec.TenantID, rec.SubjectID, rec.Namespace = p.TenantID, p.SubjectID, p.Namespace
+	if rec.ForgetID == "" {
+		rec.ForgetID = uuid.NewString()
+	}
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = db.now()
+	}
+	rec.CreatedAt = fromMicros(rec.CreatedAt.UnixMicro())
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		scope, nsCond, args := `scope:`+memsql.SubjectScope(p.TenantID, p.SubjectID), ``, []any{p.TenantID, p.SubjectID}
+		if p.Namespace != "" {
+			scope += ` AND scope:` + memsql.NamespaceScope(p.TenantID, p.SubjectID, p.Namespace)
+			nsCond = ` AND namespace = ?`
+			args = append(args, p.Namespace)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_fts WHERE rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)`, scope); err != nil {
+			return fmt.Errorf("delete full text: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_vectors WHERE tenant_id = ? AND subject_id = ?`+nsCond, args...); err != nil {
+			return fmt.Errorf("delete vectors: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO memory_tombstones (tenant_id, subject_id, namespace, key, value_digest, created_at)
+			SELECT DISTINCT tenant_id, subject_id, namespace, key, value_digest, ? FROM memory_claims
+			WHERE tenant_id = ? AND subject_id = ?`+nsCond+` ON CONFLICT DO NOTHING`, append([]any{rec.CreatedAt.UnixMicro()}, args...)...)
+		if err != nil {
+			return fmt.Errorf("write tombstones: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		rec.Tombstones = int(n)
+		res, err = tx.ExecContext(ctx, `DELETE FROM memory_claims WHERE tenant_id = ? AND subject_id = ?`+nsCond, args...)
+		if err != nil {
+			return fmt.Errorf("delete claims: %w", err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		rec.Claims = int(n)
+		if rec.Claims > 0 {
+			if _, err := bumpSubject(ctx, tx, p.TenantID, p.SubjectID); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO memory_forgets (tenant_id, forget_id, subject_id, namespace, reason, claims, tombstones, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, rec.TenantID, rec.ForgetID, rec.SubjectID, rec.Namespace, rec.Reason,
+			rec.Claims, rec.Tombstones, rec.CreatedAt.UnixMicro())
+		if err != nil {
+			return fmt.Errorf("write the forget record: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return memory.ForgetRecord{}, fmt.Errorf("forget subject %s: %w", p.SubjectID, err)
+	}
+	return rec, nil
+}
+
+// Tombstones implements memory.Store.
+func (db *DB) Tombstones(ctx context.Context, tenantID, subjectID string) ([]memory.Tombstone, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT tenant_id, subject_id, namespace, key, value_digest, created_at
+		FROM memory_tombstones WHERE tenant_id = ? AND subject_id = ? ORDER BY created_at, namespace, key, value_digest`, tenantID, subjectID)
+	if err != nil {
+		return nil, fmt.Errorf("list tombstones: %w", err)
+	}
+	defer rows.Close()
+	var out []memory.Tombstone
+	for rows.Next() {
+		var (
+			ts memory.Tombstone
+			at int64
+		)
+		if err := rows.Scan(&ts.TenantID, &ts.SubjectID, &ts.Namespace, &ts.Key, &ts.ValueDigest, &at); err != nil {
+			return nil, fmt.Errorf("list tombstones: %w", err)
+		}
+		ts.CreatedAt = fromMicros(at)
+		out = append(out, ts)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tombstones: %w", err)
+	}
+	return out, nil
+}
+
+// SearchText implements memory.Store with FTS5: the subject's scope token
+// ANDed with the ORed words, ranked by bm25() with the scope column weighed
+// 0. FTS5's collection statistics are the whole table's, so scores depend a
+// little on other subjects' text; which claims match never does.
+func (db *DB) SearchText(ctx context.Context, q memory.TextQuery) ([]memory.Scored, error) {
+	if q.TenantID == "" || q.SubjectID == "" {
+		return nil, fmt.Errorf("search claims: tenant and subject are required: %w", memory.ErrInvalidInput)
+	}
+	words := memsql.Words(q.Terms)
+	if len(words) == 0 {
+		return nil, nil
+	}
+	for i, w := range words {
+		words[i] = `"` + w + `"` // a word holds letters and digits only: quoting makes it a plain string
+	}
+	match := `scope:` + memsql.SubjectScope(q.TenantID, q.SubjectID)
+	if q.Namespace != "" {
+		match += ` AND scope:` + memsql.NamespaceScope(q.TenantID, q.SubjectID, q.Namespace)
+	}
+	match += ` AND body:(` + strings.Join(words, " OR ") + `)`
+	now := q.Now
+	if now.IsZero() {
+		now = db.now()
+	}
+	limit := -1
+	if q.Limit > 0 {
+		limit = q.Limit
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT c.memory_id, bm25(memory_fts, 0.0, 1.0) AS r
+		FROM memory_fts JOIN memory_claims c ON c.tenant_id = memory_fts.tenant_id AND c.memory_id = memory_fts.memory_id
+		WHERE memory_fts MATCH ? AND memory_fts.tenant_id = ? AND c.subject_id = ? AND c.status = 'current'
+			AND (c.expires_at IS NULL OR c.expires_at > ?) AND (? = '' OR c.namespace = ?)
+		ORDER BY r, c.memory_id LIMIT ?`, match, q.TenantID, q.SubjectID, now.UnixMicro(), q.Namespace, q.Namespace, limit)
+	if err != nil {
+		return nil, fmt.Errorf("search claims: %w", err)
+	}
+	defer rows.Close()
+	var out []memory.Scored
+	for rows.Next() {
+		var s memory.Scored
+		if err := rows.Scan(&s.MemoryID, &s.Score); err != nil {
+			return nil, fmt.Errorf("search claims: %w", err)
+		}
+		s.Score = -s.Score // bm25() is lower-is-better
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search claims: %w", err)
+	}
+	return out, nil
+}
+
+// Vectors implements memory.Store. The rows and the version are read in one
+// read transaction, so they are one snapshot.
+func (db *DB) Vectors(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) ([]memory.Vector, int64, error) {
+	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	version, err := subjectVersion(ctx, tx, tenantID, subjectID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT memory_id, namespace, model, dim, vec, expires_at, version FROM memory_vectors
+		WHERE tenant_id = ? AND subject_id = ? AND model = ? AND version > ? ORDER BY version, memory_id`,
+		tenantID, subjectID, model, afterVersion)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	defer rows.Close()
+	var out []memory.Vector
+	for rows.Next() {
+		var (
+			v       memory.Vector
+			dim     int
+			blob    []byte
+			expires sql.NullInt64
+		)
+		if err := rows.Scan(&v.MemoryID, &v.Namespace, &v.Model, &dim, &blob, &expires, &v.Version); err != nil {
+			return nil, 0, fmt.Errorf("read vectors: %w", err)
+		}
+		if v.Values, err = memsql.DecodeVector(blob, dim); err != nil {
+			return nil, 0, fmt.Errorf("read vector of claim %s: %w", v.MemoryID, err)
+		}
+		v.ExpiresAt = timeOrNil(expires)
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	return out, version, nil
+}
+
+// MissingVectors implements memory.Store.
+func (db *DB) MissingVectors(ctx context.Context, tenantID, subjectID, model string, limit int) ([]memory.Claim, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM memory_claims c WHERE tenant_id = ? AND subject_id = ?
+		AND status = 'current' AND NOT EXISTS (SELECT 1 FROM memory_vectors v
+			WHERE v.tenant_id = c.tenant_id AND v.memory_id = c.memory_id AND v.model = ?)
+		ORDER BY created_at, memory_id LIMIT ?`, tenantID, subjectID, model, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list claims without vectors: %w", err)
+	}
+	out, err := scanClaims(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list claims without vectors: %w", err)
+	}
+	return out, nil
+}
+
+// PutVectors implements memory.Store.
+func (db *DB) PutVectors(ctx context.Context, tenantID, subjectID string, vs []memory.Vector) error {
+	if len(vs) == 0 {
+		return nil
+	}
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		var (
+			claims []memory.Claim
+			keep   []memory.Vector
+		)
+		for _, v := range vs {
+			c, err := getClaim(ctx, tx, tenantID, v.MemoryID)
+			if errors.Is(err, memory.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			if c.SubjectID == subjectID && c.Status == memory.StatusCurrent {
+				claims, keep = append(claims, c), append(keep, v)
+			}
+		}
+		if len(keep) == 0 {
+			return nil
+		}
+		version, err := bumpSubject(ctx, tx, tenantID, subjectID)
+		if err != nil {
+			return err
+		}
+		for i, v := range keep {
+			if err := putVector(ctx, tx, claims[i], v, version); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("put vectors of subject %s: %w", subjectID, err)
+	}
+	return nil
+}
+
+func subjectVersion(ctx context.Context, q querier, tenantID, subjectID string) (int64, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, `SELECT version FROM memory_subjects WHERE tenant_id = ? AND subject_id = ?`, tenantID, subjectID).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// SubjectVersion implements memory.Store.
+func (db *DB) SubjectVersion(ctx context.Context, tenantID, subjectID string) (int64, error) {
+	v, err := subjectVersion(ctx, db.r, tenantID, subjectID)
+	if err != nil {
+		return 0, fmt.Errorf("read subject version: %w", err)
+	}
+	return v, nil
+}
+
+// PutNamespace implements memory.Store.
+func (db *DB) PutNamespace(ctx context.Context, ns memory.Namespace) error {
+	if ns.TenantID == "" || ns.Name == "" {
+		return fmt.Errorf("put namespace: tenant and name are required: %w", memory.ErrInvalidInput)
+	}
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO memory_namespaces (tenant_id, namespace, personal, sensitive, ttl_us) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (tenant_id, namespace) DO UPDATE SET personal = excluded.personal, sensitive = excluded.sensitive, ttl_us = excluded.ttl_us`,
+			ns.TenantID, ns.Name, ns.Personal, ns.Sensitive, ns.TTL.Microseconds())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("put namespace %s: %w", ns.Name, err)
+	}
+	return nil
+}
+
+// GetNamespace implements memory.Store.
+func (db *DB) GetNamespace(ctx context.Context, tenantID, name string) (memory.Namespace, error) {
+	ns := memory.Namespace{TenantID: tenantID, Name: name}
+	var ttl int64
+	err := db.r.QueryRowContext(ctx, `SELECT personal, sensitive, ttl_us FROM memory_namespaces WHERE tenant_id = ? AND namespace = ?`,
+		tenantID, name).Scan(&ns.Personal, &ns.Sensitive, &ttl)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ns, nil
+	} else if err != nil {
+		return memory.Namespace{}, fmt.Errorf("get namespace %s: %w", name, err)
+	}
+	ns.TTL = time.Duration(ttl) * time.Microsecond
+	return ns, nil
+}
+
+// ProjectionRows implements memory.Store. Full-text rows are counted by
+// their scope token, whether or not a claim still points at them.
+func (db *DB) ProjectionRows(ctx context.Context, tenantID, subjectID string) (int, error) {
+	var text, vecs int
+	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?`,
+		`scope:`+memsql.SubjectScope(tenantID, subjectID)).Scan(&text); err != nil {
+		return 0, fmt.Errorf("count projection rows: %w", err)
+	}
+	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM memory_vectors WHERE tenant_id = ? AND subject_id = ?`,
+		tenantID, subjectID).Scan(&vecs); err != nil {
+		return 0, fmt.Errorf("count projection rows: %w", err)
+	}
+	return text + vecs, nil
+}
