@@ -290,7 +290,7 @@ func TestServeRefusesPublicAddressWithoutKeys(t *testing.T) {
 
 func TestUnknownSubcommandFails(t *testing.T) {
 	ctx := context.Background()
-	for _, args := range [][]string{{"runs", "get"}, {"sessions", "nope"}, {"bench", "nothing"}, {"nosuch"}} {
+	for _, args := range [][]string{{"runs", "get"}, {"sessions", "nope"}, {"bench", "nothing"}, {"models", "nope"}, {"nosuch"}} {
 		_, _, err := execute(t, ctx, args...)
 		if err == nil || !strings.Contains(err.Error(), "unknown command") {
 			t.Errorf("memento %s: err = %v, want an unknown-command error", strings.Join(args, " "), err)

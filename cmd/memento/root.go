@@ -50,6 +50,7 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newBenchCmd(),
 		newDemoCmd(),
+		newModelsCmd(),
 	)
 	refuseUnknownSubcommands(root)
 	return root
