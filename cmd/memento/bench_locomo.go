@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mementohq/memento/cmd/memento/internal/bench"
+	"github.com/mementohq/memento/llm/glove"
 	"github.com/mementohq/memento/llm/hashembed"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/tokens"
@@ -98,7 +99,15 @@ func runBenchLocomo(cmd *cobra.Command, f benchLocomoFlags) error {
 			modes = []string{memory.ModeFulltext}
 		}
 	case "glove":
-		return errors.New("bench locomo: the glove embedder is not in this build yet")
+		d, err := glove.DefaultDir()
+		if err != nil {
+			return fmt.Errorf("bench locomo: %w", err)
+		}
+		g, err := glove.Load(glove.Path(d))
+		if err != nil {
+			return fmt.Errorf("bench locomo: load GloVe (run `memento models install glove` first): %w", err)
+		}
+		emb = g
 	default:
 		return fmt.Errorf("bench locomo: unknown embedder %q (hash, glove or none)", f.embedder)
 	}
