@@ -122,7 +122,8 @@ func (s *Service) Search(ctx context.Context, tenantID string, q SearchQuery) (S
 }
 
 // searchOnce ranks n candidates per list, fuses, re-checks and weighs them.
-// removed counts candidates the store no longer serves.
+// removed counts candidates the store no longer serves, and those
+// DistinctMessages dropped.
 func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery, mode string, n int) ([]Hit, int, error) {
 	now := s.now()
 	var lists [2][]search.Ranked
@@ -181,7 +182,9 @@ func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery
 		sortHits(hits)
 	}
 	if q.DistinctMessages {
-		hits = dropCovered(hits)
+		kept := dropCovered(hits)
+		removed += len(hits) - len(kept) // so Search widens when too few are left
+		hits = kept
 	}
 	return hits, removed, nil
 }
