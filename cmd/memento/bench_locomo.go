@@ -44,7 +44,12 @@ func newBenchLocomoCmd() *cobra.Command {
 (Maharana et al., ACL 2024) as a long-term memory item through the memory
 service: subject = the conversation's sample_id, key = the turn's dia_id,
 provenance message/dia_id, validated_by imported, valid_from = the session's
-date, searchable text = "[date] speaker: text [shares a photo: caption]".
+date, searchable text = "[date] speaker: text [shares a photo: caption]",
+plus (multi-granularity, --ingest) one item per window of 8 consecutive
+turns of a session every 4 turns, in namespace "windows", naming all its
+turns in message_ids (memory.ConversationInputs). Search drops hits whose
+turns better hits already name (--distinct). A window hit finds every
+evidence turn it names, and its whole text counts in the tokens.
 Then search every question of categories 1-4 (multi-hop, temporal,
 open-domain, single-hop; 5 is adversarial, with no evidence to find) and
 score evidence recall@k: the fraction of the question's evidence turns named

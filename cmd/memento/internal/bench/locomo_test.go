@@ -82,7 +82,7 @@ func TestReadLocomo(t *testing.T) {
 	if s[1].Turns[1].Caption != "a golden retriever on a beach" {
 		t.Fatalf("caption = %q", s[1].Turns[1].Caption)
 	}
-	if got := DefaultLocomoIngest.TurnText(s[1], s[1].Turns[1]); got != "[2 June 2023] Alice: Look at this! [shares a photo: a golden retriever on a beach]" {
+	if got := DefaultLocomoIngest.Indexing().TurnText(memory.ConversationTurn{Speaker: "Alice", Text: s[1].Turns[1].Text, Caption: s[1].Turns[1].Caption, At: s[1].Date}); got != "[2 June 2023] Alice: Look at this! [shares a photo: a golden retriever on a beach]" {
 		t.Fatalf("turn text = %q", got)
 	}
 }
