@@ -35,6 +35,7 @@ func MemoryStoreSuite(t *testing.T, open func(t *testing.T) memory.Store) {
 		{"Refresh", testMemRefresh},
 		{"Forget", testMemForget},
 		{"SearchText", testMemSearchText},
+		{"SearchPastExpiredHits", testMemSearchPastExpired},
 		{"Vectors", testMemVectors},
 		{"SubjectVersion", testMemSubjectVersion},
 		{"Namespaces", testMemNamespaces},
@@ -831,6 +832,27 @@ func testMemSearchText(t *testing.T, s memory.Store) {
 	}
 	_, err := s.SearchText(ctx, memory.TextQuery{TenantID: f.tenant, Terms: []string{"tea"}, Now: time.Now()})
 	wantErr(t, err, memory.ErrInvalidInput, "search without a subject")
+}
+
+// Expired claims that outrank every live one must not hide it, however
+// many there are (a store that ranks a few best hits first must look further).
+func testMemSearchPastExpired(t *testing.T, s memory.Store) {
+	f := newMfx(t, s)
+	past := time.Now().Add(-time.Minute).UTC().Truncate(time.Microsecond)
+	for i := range 80 {
+		c := f.claim("ns", fmt.Sprintf("old%d", i), fmt.Sprintf(`%d`, i), "tea tea tea tea")
+		c.ExpiresAt = &past
+		f.insert(c, "", nil)
+	}
+	live := f.add("ns", "live", `"tea"`, "a long text that mentions tea only once among many other words")
+	for _, limit := range []int{1, 5, 0} {
+		if hits := f.search("", limit, "tea"); !slices.Equal(hitIDs(hits), []string{live.MemoryID}) {
+			t.Fatalf("limit %d: %v, want only the live claim %s", limit, hits, live.MemoryID)
+		}
+	}
+	if hits := f.search("other", 3, "tea"); len(hits) != 0 {
+		t.Fatalf("namespace other: %v", hits)
+	}
 }
 
 func testMemVectors(t *testing.T, s memory.Store) {
