@@ -504,7 +504,10 @@ func (db *DB) Tombstones(ctx context.Context, tenantID, subjectID string) ([]mem
 
 // SearchText implements memory.Store: the english tsvector of each current
 // claim matched against the OR of plainto_tsquery of each word (every word a
-// bound parameter), ranked by ts_rank_cd normalised by document length.
+// bound parameter), ranked by ts_rank normalised by 1 + log(document length).
+// ts_rank_cd (cover density) ranked the 32,000 hits of a common word among
+// 100,000 claims four times slower (600 ms against 150 ms on a busy
+// machine); for claims of a dozen words, proximity adds little.
 func (db *DB) SearchText(ctx context.Context, q memory.TextQuery) ([]memory.Scored, error) {
 	if q.TenantID == "" || q.SubjectID == "" {
 		return nil, fmt.Errorf("search claims: tenant and subject are required: %w", memory.ErrInvalidInput)
@@ -526,7 +529,7 @@ func (db *DB) SearchText(ctx context.Context, q memory.TextQuery) ([]memory.Scor
 	if q.Limit > 0 {
 		limit = ` LIMIT ` + a.add(q.Limit)
 	}
-	rows, err := db.pool.Query(ctx, `SELECT t.memory_id, ts_rank_cd(t.tsv, q.q, 1)::float8 AS score
+	rows, err := db.pool.Query(ctx, `SELECT t.memory_id, ts_rank(t.tsv, q.q, 1)::float8 AS score
 		FROM memory_text t, (SELECT `+strings.Join(parts, " || ")+` AS q) q
 		WHERE t.tenant_id = $1 AND t.subject_id = $2 AND ($3 = '' OR t.namespace = $3)
 			AND (t.expires_at IS NULL OR t.expires_at > $4) AND t.tsv @@ q.q
