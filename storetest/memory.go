@@ -750,11 +750,15 @@ func testMemForget(t *testing.T, s memory.Store) {
 	if hits := f.search("", 10, "alpha", "beta"); len(hits) != 0 {
 		t.Fatalf("forgotten claims searchable: %v", hits)
 	}
-	// Forgetting nothing writes a record of nothing.
-	rec, err = s.Forget(ctx, memory.ForgetParams{TenantID: f.tenant, SubjectID: f.subject,
-		Record: memory.ForgetRecord{ForgetID: newID("fg"), CreatedAt: f.tick()}})
-	if err != nil || rec.Claims != 0 || rec.Tombstones != 0 {
+	// Forgetting nothing writes a record of nothing; a record without id or
+	// time gets both.
+	v1 := f.version()
+	rec, err = s.Forget(ctx, memory.ForgetParams{TenantID: f.tenant, SubjectID: f.subject})
+	if err != nil || rec.Claims != 0 || rec.Tombstones != 0 || rec.ForgetID == "" || rec.CreatedAt.IsZero() {
 		t.Fatalf("forget again: %+v %v", rec, err)
+	}
+	if f.version() != v1 {
+		t.Fatalf("forgetting nothing moved the version from %d to %d", v1, f.version())
 	}
 
 	// Other subjects and tenants are untouched.
