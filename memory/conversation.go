@@ -2,6 +2,7 @@ package memory
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -75,12 +76,20 @@ func (ix ConversationIndexing) stride() int {
 func ConversationInputs(subject string, turns []ConversationTurn, ix ConversationIndexing, validatedBy string) []AddInput {
 	var kept []ConversationTurn
 	for _, t := range turns {
-		if strings.TrimSpace(t.ID) != "" && (strings.TrimSpace(t.Text) != "" || strings.TrimSpace(t.Caption) != "") {
+		t.ID = strings.TrimSpace(t.ID)
+		if t.ID != "" && (strings.TrimSpace(t.Text) != "" || strings.TrimSpace(t.Caption) != "") {
 			kept = append(kept, t)
 		}
 	}
 	var out []AddInput
+	seen := map[string]int{}
 	for _, t := range kept {
+		// A message id seen twice (a log's glitch) gets a key of its own, so
+		// the second turn does not supersede the first; both name the id.
+		key := t.ID
+		if seen[t.ID]++; seen[t.ID] > 1 {
+			key = fmt.Sprintf("%s#%d", t.ID, seen[t.ID])
+		}
 		v := map[string]any{"speaker": t.Speaker, "text": t.Text}
 		if t.Session != "" {
 			v["session"] = t.Session
@@ -89,7 +98,7 @@ func ConversationInputs(subject string, turns []ConversationTurn, ix Conversatio
 			v["image_caption"] = t.Caption
 		}
 		value, _ := json.Marshal(v) // strings only: cannot fail
-		out = append(out, conversationInput(subject, ix.Namespace, t.ID, value, ix.TurnText(t), []string{t.ID}, t.At, validatedBy))
+		out = append(out, conversationInput(subject, ix.Namespace, key, value, ix.TurnText(t), []string{t.ID}, t.At, validatedBy))
 	}
 	if ix.Window <= 1 {
 		return out

@@ -42,6 +42,10 @@ func TestConversationInputs(t *testing.T) {
 	if !reflect.DeepEqual(w.Provenance.MessageIDs, []string{"b1", "b3"}) || !strings.HasPrefix(w.Text, "[2 June 2023]\nAnn: look") || !w.ValidFrom.Equal(d2) {
 		t.Fatalf("window = %+v", w)
 	}
+	dup := append([]ConversationTurn{{ID: " a1 ", Session: "1", Text: "first"}}, turns...)
+	if got := ConversationInputs("s", dup, ConversationIndexing{}, ValidatedImported); len(got) != 8 || got[1].Key != "a1#2" || got[1].Provenance.MessageIDs[0] != "a1" || got[0].Key != "a1" {
+		t.Fatalf("a repeated, spaced id: %+v", got[:2])
+	}
 	if got := ConversationInputs("s", turns, ConversationIndexing{}, ValidatedImported); len(got) != 7 || got[0].Text != "turn a1" {
 		t.Fatalf("plain: %d inputs, first text %q", len(got), got[0].Text)
 	}
