@@ -8,8 +8,11 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/compact"
+	"github.com/mementohq/memento/contextbuild"
 	"github.com/mementohq/memento/llm/hashembed"
 	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/memory/extract"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
@@ -51,6 +54,9 @@ type Config struct {
 	// Memory tunes long-term memory (embedder, extractor, token counter);
 	// Open fills in the offline defaults for what is left nil.
 	Memory memory.Options
+	// Compaction tunes summaries (an LLM compactor, the target model, the
+	// text budget); the extractive compactor is always there.
+	Compaction compact.Options
 }
 
 // Backend names the store that holds runs.
@@ -71,6 +77,8 @@ type Stores struct {
 	Vault    pii.Store
 	// Memory holds long-term memory; nil leaves Engine.Memory nil.
 	Memory memory.Store
+	// Summaries holds compaction summaries; nil leaves Engine.Summaries nil.
+	Summaries compact.Store
 }
 
 // Options tune the services New wires over Stores.
@@ -88,6 +96,9 @@ type Options struct {
 	Tracer trace.Tracer
 	// Memory tunes long-term memory (embedder, extractor, token counter).
 	Memory memory.Options
+	// Compaction tunes summaries (compactors, target model, budget); New
+	// sets its sources to the engine's run and session stores.
+	Compaction compact.Options
 }
 
 // Engine holds the domain services wired to their stores. Fields are added per
@@ -104,6 +115,11 @@ type Engine struct {
 	// Memory is long-term memory, on the runs backend (nil when no store
 	// for it was given).
 	Memory *memory.Service
+	// Context builds model contexts from the services above.
+	Context *contextbuild.Builder
+	// Summaries compacts run events and session messages into verifiable
+	// summaries, on the runs backend (nil when no store for it was given).
+	Summaries *compact.Service
 
 	cfg     Config
 	backend Backend
@@ -167,6 +183,16 @@ func New(st Stores, o Options) (*Engine, error) {
 	if svc.Memory != nil {
 		e.Memory = memory.NewService(svc.Memory, o.Memory)
 	}
+	src := contextbuild.Sources{Runs: e.Runs, Sessions: e.Sessions, Memory: e.Memory}
+	if st.Summaries != nil {
+		co := o.Compaction
+		co.Runs, co.Sessions = svc.Runs, svc.Sessions
+		e.Summaries = compact.NewService(st.Summaries, co)
+		src.Summaries = compact.ContextSource{S: e.Summaries}
+	}
+	// History is ranked by full text only: the offline hashing vectors
+	// lowered the evidence a LoCoMo context holds (bench context).
+	e.Context = contextbuild.New(src)
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
 		p, ok := s.(pinger)
@@ -194,7 +220,15 @@ func traced(st Stores, tr trace.Tracer) Stores {
 		Ops:      tracestore.Ops{Store: st.Ops, T: tr},
 		Sessions: tracestore.WrapSessions(st.Sessions, tr),
 		Vault:    tracestore.Vault{Store: st.Vault, T: tr},
+		Memory:   traceMemory(st.Memory, tr),
 	}
+}
+
+func traceMemory(m memory.Store, tr trace.Tracer) memory.Store {
+	if m == nil {
+		return nil
+	}
+	return tracestore.Memory{Store: m, T: tr}
 }
 
 // Open connects the backends the config names, applies their schema
@@ -246,7 +280,8 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
-		pg, backend, st.Runs, st.Ops = db, BackendPostgres, db, db
+		pg, backend, st.Runs, st.Ops, st.Memory = db, BackendPostgres, db, db, db
+		st.Summaries = db.Summaries()
 		b.closers = append(b.closers, func() error { db.Close(); return nil })
 		b.pingers = append(b.pingers, namedPing{"postgres", db.Ping})
 	} else {
@@ -254,7 +289,8 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sqlite in %s: %w", b.cfg.DataDir, err)
 		}
-		lite, backend, st.Runs, st.Ops = db, BackendSQLite, db, db
+		lite, backend, st.Runs, st.Ops, st.Memory = db, BackendSQLite, db, db, db
+		st.Summaries = db.Summaries()
 		b.closers = append(b.closers, db.Close)
 		b.pingers = append(b.pingers, namedPing{"sqlite", db.Ping})
 	}
@@ -263,6 +299,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		return nil, err
 	}
 	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: memoryDefaults(b.cfg.Memory)}
+	o.Compaction = b.cfg.Compaction
 	o.PII.Key = key
 	e, err := New(st, o)
 	if err != nil {
@@ -308,12 +345,15 @@ func (e *Engine) Close() error {
 }
 
 // memoryDefaults fills what a config leaves nil with the offline defaults:
-// the hashing embedder and exact token counts in o200k (the encoding of
+// the hashing embedder, the rule-based extractor and exact token counts in o200k (the encoding of
 // today's OpenAI models; other families are counted the same way, which a
 // profile's tokenizer name says).
 func memoryDefaults(o memory.Options) memory.Options {
 	if o.Embedder == nil {
 		o.Embedder = hashembed.New(hashembed.DefaultDim)
+	}
+	if o.Extractor == nil {
+		o.Extractor = extract.Rules{}
 	}
 	if o.CountTokens == nil {
 		c := tokens.ForModel("gpt-4o")

@@ -30,7 +30,7 @@ func newServer(t *testing.T, prefix string) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = eng.Close() })
-	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory, Ready: eng.Ready,
 		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

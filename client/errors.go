@@ -65,6 +65,9 @@ type Error struct {
 	LeaseExpiresAt *time.Time
 	// RetryAfter is the server's Retry-After on a 503 or 504.
 	RetryAfter time.Duration
+	// Outcome and Reason: a memory write policy refused ("refused" and why).
+	Outcome string
+	Reason  string
 }
 
 // Kind is the stable kebab-case name of the problem ("revision-conflict").
@@ -170,6 +173,8 @@ func decodeProblem(method, path string, resp *http.Response, raw []byte) error {
 			CurrentRevision int64      `json:"current_revision"`
 			LeaseOwner      string     `json:"lease_owner"`
 			LeaseExpiresAt  *time.Time `json:"lease_expires_at"`
+			Outcome         string     `json:"outcome"`
+			Reason          string     `json:"reason"`
 		}
 		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
 			e.RetryAfter = time.Duration(secs) * time.Second
@@ -177,6 +182,7 @@ func decodeProblem(method, path string, resp *http.Response, raw []byte) error {
 		if json.Unmarshal(raw, &p) == nil {
 			e.Type, e.Title, e.Detail, e.Instance = p.Type, p.Title, p.Detail, p.Instance
 			e.CurrentRevision, e.LeaseOwner, e.LeaseExpiresAt = p.CurrentRevision, p.LeaseOwner, p.LeaseExpiresAt
+			e.Outcome, e.Reason = p.Outcome, p.Reason
 			if p.RequestID != "" {
 				e.RequestID = p.RequestID
 			}

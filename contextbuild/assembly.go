@@ -98,14 +98,22 @@ func (a *assembly) addLines(kind, header string, lines []line, cap int, reason s
 
 // addLinesMessage appends the message of header and lines, counted as used.
 func (a *assembly) addLinesMessage(kind, header string, lines []line, used int, role llm.Role) {
-	src := make([]string, len(lines))
-	for i, l := range lines {
-		src[i] = l.src
-	}
+	src := sources(lines)
 	a.msgs = append(a.msgs, llm.Message{Role: role, Content: render(header, lines)})
 	a.acc.Parts = append(a.acc.Parts, Part{Kind: kind, Tokens: used, SourceIDs: src})
 	a.parts = append(a.parts, &builtPart{kind: kind, header: header, lines: append([]line(nil), lines...), msg: len(a.msgs) - 1, part: len(a.acc.Parts) - 1})
 	a.total += used
+}
+
+// sources lists the sources the lines name (a heading line names none).
+func sources(lines []line) []string {
+	src := make([]string, 0, len(lines))
+	for _, l := range lines {
+		if l.src != "" {
+			src = append(src, l.src)
+		}
+	}
+	return src
 }
 
 func render(header string, lines []line) string {
@@ -133,9 +141,11 @@ func (a *assembly) dropLast() bool {
 			last := p.lines[len(p.lines)-1]
 			p.lines = p.lines[:len(p.lines)-1]
 			a.msgs[p.msg].Content = render(p.header, p.lines)
-			a.acc.Parts[p.part].SourceIDs = a.acc.Parts[p.part].SourceIDs[:len(p.lines)]
+			a.acc.Parts[p.part].SourceIDs = sources(p.lines)
 			a.acc.Parts[p.part].Tokens = tokens.MessageTokens(a.counter, a.msgs[p.msg])
-			a.leave(p.kind, []string{last.src}, "left out by the exact count of the final context")
+			if last.src != "" {
+				a.leave(p.kind, []string{last.src}, "left out by the exact count of the final context")
+			}
 			return true
 		}
 		a.leave(p.kind, a.acc.Parts[p.part].SourceIDs, "left out by the exact count of the final context")

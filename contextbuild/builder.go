@@ -43,7 +43,7 @@ const (
 	documentShare = 0.25
 	// recentShare is the part of the history budget kept for the newest
 	// items when a query asks for older ones too.
-	recentShare = 0.30
+	recentShare = 0.10
 	// minRecent newest items are kept ahead of any older one (continuity),
 	// when they fit.
 	minRecent = 4
@@ -123,10 +123,11 @@ type Summary struct {
 	Text    string
 }
 
-// Summaries gives the builder the verified summaries of a run or session.
+// Summaries gives the builder the verified summaries of a run or of a
+// user's session (ownerKind "run" or "session"; userID only for sessions).
 // A summary that fails verification is not returned.
 type Summaries interface {
-	Verified(ctx context.Context, tenantID, ownerKind, ownerID string) ([]Summary, error)
+	Verified(ctx context.Context, tenantID, ownerKind, ownerID, userID string) ([]Summary, error)
 }
 
 // Document is a retrieved chunk the principal may read.
@@ -349,7 +350,7 @@ func (b *Builder) addSummaries(ctx context.Context, a *assembly, tenantID string
 	if b.src.Summaries == nil {
 		return 0, nil
 	}
-	sums, err := b.src.Summaries.Verified(ctx, tenantID, h.kind, h.id)
+	sums, err := b.src.Summaries.Verified(ctx, tenantID, h.kind, h.id, h.userID)
 	if err != nil {
 		return 0, fmt.Errorf("read summaries: %w", err)
 	}

@@ -23,6 +23,9 @@ const (
 	ownerSession = "session"
 )
 
+// windowRadius is how many neighbours on each side an item's window holds.
+const windowRadius = 2
+
 // relevantCandidates bounds how many older items each ranking proposes.
 const relevantCandidates = 400
 
@@ -37,6 +40,17 @@ type item struct {
 	seq  int64
 	role llm.Role
 	text string
+	// date, when the event carries one, is shown once per run of items of
+	// the same date rather than on every line.
+	date string
+}
+
+// message is the item as a chat message of its own.
+func (it item) message() llm.Message {
+	if it.date != "" {
+		return llm.Message{Role: it.role, Content: "(" + it.date + ") " + it.text}
+	}
+	return llm.Message{Role: it.role, Content: it.text}
 }
 
 // history is an owner's raw items, cached with their token counts (per
@@ -44,6 +58,7 @@ type item struct {
 type history struct {
 	key      historyKey
 	kind, id string
+	userID   string // the session's user
 	// generation tells a session created again under the same id apart.
 	generation string
 
@@ -51,6 +66,9 @@ type history struct {
 	items   []item
 	lastSeq int64
 	index   *search.TextIndex
+	// windows indexes each item with its neighbours, so a turn that
+	// answers a question asked just before it ranks by that question too.
+	windows *search.TextIndex
 	vectors *search.VectorIndex
 	vecDone int // items[:vecDone] have vectors
 	// counts[tokenizer] holds, per item, its tokens as a line and as a message.
@@ -69,6 +87,7 @@ func (b *Builder) readOwner(ctx context.Context, tenantID string, r Request) (*o
 		o := &owner{stateKind: KindSessionState, stateLabel: "Session state", stateSrc: "session:" + r.SessionID + "@" + strconv.FormatInt(s.Revision, 10), state: stateText(s.State)}
 		h := b.history.get(tenantID, ownerSession, r.SessionID, s.CreatedAt.String())
 		h.mu.Lock()
+		h.userID = r.UserID
 		defer h.mu.Unlock()
 		// Messages answers the latest page after a seq: page back from the
 		// newest until the cached part is reached, then append in order.
@@ -114,7 +133,8 @@ func (b *Builder) readOwner(ctx context.Context, tenantID string, r Request) (*o
 				return nil, fmt.Errorf("read events of run %s: %w", r.RunID, err)
 			}
 			for _, e := range evs {
-				h.append(item{seq: e.Seq, role: llm.RoleUser, text: eventText(e)})
+				date, text := eventText(e)
+				h.append(item{seq: e.Seq, role: llm.RoleUser, text: text, date: date})
 			}
 			if len(evs) < run.MaxListLimit {
 				break
@@ -148,15 +168,12 @@ func chatRole(r string) llm.Role {
 // ("text", "content" or "message", with an optional "speaker" or "role"
 // and "date") reads as that line; any other payload as its type, step and
 // compact JSON.
-func eventText(e run.Event) string {
+func eventText(e run.Event) (date, text string) {
 	var p map[string]any
 	if json.Unmarshal(e.Payload, &p) == nil {
 		for _, k := range []string{"text", "content", "message"} {
 			if t, ok := p[k].(string); ok {
 				var b strings.Builder
-				if d, ok := p["date"].(string); ok && d != "" {
-					b.WriteString("(" + d + ") ")
-				}
 				for _, sk := range []string{"speaker", "role", "author"} {
 					if sp, ok := p[sk].(string); ok && sp != "" {
 						b.WriteString(sp + ": ")
@@ -164,7 +181,8 @@ func eventText(e run.Event) string {
 					}
 				}
 				b.WriteString(t)
-				return b.String()
+				d, _ := p["date"].(string)
+				return strings.TrimSpace(d), b.String()
 			}
 		}
 	}
@@ -175,7 +193,7 @@ func eventText(e run.Event) string {
 	if len(e.Payload) > 0 && string(e.Payload) != "null" {
 		s += ": " + string(compactJSON(e.Payload))
 	}
-	return s
+	return "", s
 }
 
 func (h *history) append(it item) {
@@ -185,6 +203,17 @@ func (h *history) append(it item) {
 	h.items = append(h.items, it)
 	h.lastSeq = it.seq
 	h.index.Add(strconv.FormatInt(it.seq, 10), it.text)
+	// Appending item n-1 changes the windows of the items up to
+	// windowRadius before it.
+	n := len(h.items)
+	for i := max(n-1-windowRadius, 0); i < n; i++ {
+		var b strings.Builder
+		for j := max(i-windowRadius, 0); j <= min(i+windowRadius, n-1); j++ {
+			b.WriteString(h.items[j].text)
+			b.WriteByte('\n')
+		}
+		h.windows.Add(strconv.FormatInt(h.items[i].seq, 10), b.String())
+	}
 	for _, c := range h.counts {
 		c.line = append(c.line, 0)
 		c.msg = append(c.msg, 0)
@@ -199,6 +228,7 @@ func (h *history) trimBefore(seq int64) {
 	for _, it := range h.items[:i] {
 		id := strconv.FormatInt(it.seq, 10)
 		h.index.Remove(id)
+		h.windows.Remove(id)
 		if h.vectors != nil {
 			h.vectors.Remove(id)
 		}
@@ -213,7 +243,7 @@ func (h *history) trimBefore(seq int64) {
 
 // linePrefix names an item's source inside a part made of lines.
 func (h *history) linePrefix(it item) string {
-	return "[" + h.srcPrefix() + strconv.FormatInt(it.seq, 10) + "] "
+	return "#" + strconv.FormatInt(it.seq, 10) + " "
 }
 
 func (h *history) srcPrefix() string {
@@ -233,7 +263,7 @@ func (h *history) countsFor(c tokens.Counter) *itemCounts {
 	for i, it := range h.items {
 		if ic.line[i] == 0 {
 			ic.line[i] = c.Count(h.linePrefix(it) + it.text + "\n")
-			ic.msg[i] = tokens.MessageTokens(c, llm.Message{Role: it.role, Content: it.text})
+			ic.msg[i] = tokens.MessageTokens(c, it.message())
 		}
 	}
 	return ic
@@ -253,8 +283,12 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 		return nil
 	}
 	ic := h.countsFor(a.counter)
+	all := 0
+	for _, n := range ic.msg {
+		all += n
+	}
 	recentBudget := budget
-	if query != "" {
+	if query != "" && all > budget {
 		recentBudget = int(float64(budget) * recentShare)
 	}
 	// The newest items first, back from the end, while they fit; at least
@@ -273,6 +307,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 		start--
 	}
 	chosen := map[int]bool{}
+	spentOlder := 0
 	if query != "" && start > 0 {
 		header := "Earlier history relevant to the question (oldest first):"
 		left := budget - used - (tokens.TokensPerMessage + a.counter.Count(string(llm.RoleSystem)) + a.counter.Count(header+"\n"))
@@ -280,10 +315,17 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 		if err != nil {
 			return err
 		}
+		dates := map[string]bool{}
 		for _, i := range ranked {
-			if t := ic.line[i]; t <= left {
+			t := ic.line[i]
+			d := h.items[i].date
+			if d != "" && !dates[d] {
+				t += dateLineTokens(a, d)
+			}
+			if t <= left {
 				chosen[i] = true
 				left -= t
+				dates[d] = true
 			}
 		}
 		if len(chosen) > 0 {
@@ -292,22 +334,36 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 				idx = append(idx, i)
 			}
 			sort.Ints(idx)
-			lines := make([]line, len(idx))
+			lines := make([]line, 0, len(idx))
 			total := tokens.TokensPerMessage + a.counter.Count(string(llm.RoleSystem)) + a.counter.Count(header+"\n")
-			for k, i := range idx {
+			prev := ""
+			for _, i := range idx {
 				it := h.items[i]
-				lines[k] = line{text: h.linePrefix(it) + it.text, src: h.srcPrefix() + strconv.FormatInt(it.seq, 10), tokens: ic.line[i]}
+				if it.date != "" && it.date != prev {
+					n := dateLineTokens(a, it.date)
+					lines = append(lines, line{text: dateLine(it.date), tokens: n})
+					total += n
+				}
+				prev = it.date
+				lines = append(lines, line{text: h.linePrefix(it) + it.text, src: h.srcPrefix() + strconv.FormatInt(it.seq, 10), tokens: ic.line[i]})
 				total += ic.line[i]
 			}
 			a.addLinesMessage(KindHistory, header, lines, total, llm.RoleSystem)
+			spentOlder = total
 		}
+	}
+	// What the older items left unused goes to more recent ones, back
+	// from the recent window down to the newest item already shown.
+	for start > 0 && !chosen[start-1] && used+ic.msg[start-1] <= budget-spentOlder {
+		used += ic.msg[start-1]
+		start--
 	}
 	if start < len(h.items) {
 		recent := h.items[start:]
 		src := make([]string, len(recent))
 		for k, it := range recent {
 			src[k] = h.srcPrefix() + strconv.FormatInt(it.seq, 10)
-			a.msgs = append(a.msgs, llm.Message{Role: it.role, Content: it.text})
+			a.msgs = append(a.msgs, it.message())
 		}
 		a.acc.Parts = append(a.acc.Parts, Part{Kind: KindRecent, Tokens: used, SourceIDs: src})
 		// Recent messages are separate messages: dropLast removes the part
@@ -346,7 +402,7 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 		n, _ := strconv.ParseInt(id, 10, 64)
 		return n <= limit
 	}
-	lists := [][]search.Ranked{h.index.Search(query, relevantCandidates, keep)}
+	lists := [][]search.Ranked{h.index.Search(query, relevantCandidates, keep), h.windows.Search(query, relevantCandidates, keep)}
 	if b.src.Embedder != nil {
 		if err := h.embed(ctx, b.src.Embedder); err != nil {
 			return nil, err
@@ -451,7 +507,7 @@ func (c *historyCache) get(tenant, kind, id, generation string) *history {
 		c.lru.Remove(el)
 		delete(c.entries, k)
 	}
-	h := &history{key: k, kind: kind, id: id, generation: generation, index: search.NewTextIndex(), counts: map[string]*itemCounts{}}
+	h := &history{key: k, kind: kind, id: id, generation: generation, index: search.NewTextIndex(), windows: search.NewTextIndex(), counts: map[string]*itemCounts{}}
 	c.entries[k] = c.lru.PushFront(h)
 	for c.lru.Len() > c.max {
 		old := c.lru.Back()
@@ -460,3 +516,8 @@ func (c *historyCache) get(tenant, kind, id, generation string) *history {
 	}
 	return h
 }
+
+// dateLine heads a run of history lines of one date.
+func dateLine(d string) string { return "(" + d + ")" }
+
+func dateLineTokens(a *assembly, d string) int { return a.counter.Count(dateLine(d) + "\n") }

@@ -1,6 +1,9 @@
 package memory
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors callers branch on. Stores and the Service wrap them with context.
 var (
@@ -17,4 +20,7 @@ var (
 	// ErrConflict is a concurrent change to the same key (the current claim
 	// moved) or a transition from a status that does not allow it.
 	ErrConflict = errors.New("the claim changed concurrently or is not in a status that allows this")
+	// ErrNoExtractor is Extract on a Service without an extractor; it is
+	// also ErrInvalidInput.
+	ErrNoExtractor = fmt.Errorf("%w: no extractor is configured", ErrInvalidInput)
 )

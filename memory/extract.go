@@ -69,7 +69,7 @@ type ExtractResult struct {
 // reason: nothing is dropped silently.
 func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput) (ExtractResult, error) {
 	if s.opts.Extractor == nil {
-		return ExtractResult{}, fmt.Errorf("%w: no extractor is configured", ErrInvalidInput)
+		return ExtractResult{}, ErrNoExtractor
 	}
 	if err := checkID("subject_id", in.SubjectID); err != nil {
 		return ExtractResult{}, err

@@ -27,6 +27,10 @@ type SearchQuery struct {
 	// HalfLife, when > 0, weighs each hit by 0.5^(age/HalfLife), age from
 	// the claim's valid_from: the caller turns recency on.
 	HalfLife time.Duration
+	// DistinctMessages drops a hit whose provenance message_ids are all
+	// named by better hits (a turn inside a window already returned), so
+	// the k hits carry k distinct pieces of evidence.
+	DistinctMessages bool
 }
 
 // Hit is a claim found by search, with its score and the parts it came from.
@@ -118,7 +122,8 @@ func (s *Service) Search(ctx context.Context, tenantID string, q SearchQuery) (S
 }
 
 // searchOnce ranks n candidates per list, fuses, re-checks and weighs them.
-// removed counts candidates the store no longer serves.
+// removed counts candidates the store no longer serves, and those
+// DistinctMessages dropped.
 func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery, mode string, n int) ([]Hit, int, error) {
 	now := s.now()
 	var lists [2][]search.Ranked
@@ -175,6 +180,11 @@ func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery
 	}
 	if q.HalfLife > 0 {
 		sortHits(hits)
+	}
+	if q.DistinctMessages {
+		kept := dropCovered(hits)
+		removed += len(hits) - len(kept) // so Search widens when too few are left
+		hits = kept
 	}
 	return hits, removed, nil
 }

@@ -50,7 +50,8 @@ type Store interface {
 	// Forget deletes every claim of the subject (in p.Namespace only, when
 	// set) with every projection row, leaves one tombstone per distinct
 	// (namespace, key, value digest), and writes p.Record with the counts,
-	// in one transaction. It returns the record as written.
+	// in one transaction. It returns the record as written (a record
+	// without ForgetID or CreatedAt gets a new id and the store's clock).
 	Forget(ctx context.Context, p ForgetParams) (ForgetRecord, error)
 
 	// Tombstones lists the subject's tombstones (for audit and tests).
@@ -67,8 +68,9 @@ type Store interface {
 	// version order, and the subject's version when read.
 	Vectors(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) ([]Vector, int64, error)
 
-	// MissingVectors returns up to limit current claims of the subject that
-	// have no vector under model (after a model change).
+	// MissingVectors returns up to limit (<= 0: all) current claims of the
+	// subject that have no vector under model (after a model change), in
+	// (CreatedAt, MemoryID) order.
 	MissingVectors(ctx context.Context, tenantID, subjectID, model string, limit int) ([]Claim, error)
 
 	// PutVectors stores vectors of current claims (replacing one under the
@@ -115,7 +117,7 @@ type ListQuery struct {
 	MaxSchemaVersion int
 	AfterCreated     time.Time
 	AfterID          string
-	Limit            int
+	Limit            int // <= 0 is no limit
 }
 
 // TransitionParams is one Store.Transition.
@@ -145,8 +147,8 @@ type TextQuery struct {
 	SubjectID string
 	Namespace string
 	Terms     []string
-	Limit     int
-	Now       time.Time
+	Limit     int       // <= 0 is no limit
+	Now       time.Time // zero is the store's clock
 }
 
 // Scored is a claim id with a score from one ranking.

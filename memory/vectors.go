@@ -42,7 +42,9 @@ func newVectorCache(store Store, e Embedder, max int) *vectorCache {
 	return &vectorCache{store: store, embedder: e, max: max, entries: map[subjectKey]*list.Element{}, lru: list.New()}
 }
 
-func (vc *vectorCache) entry(tenant, subject string) *vectorEntry {
+// entry returns the subject's entry; dim sizes a new one's index (an
+// embedder may learn its dimension from its first answer).
+func (vc *vectorCache) entry(tenant, subject string, dim int) *vectorEntry {
 	k := subjectKey{tenant, subject}
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
@@ -50,7 +52,7 @@ func (vc *vectorCache) entry(tenant, subject string) *vectorEntry {
 		vc.lru.MoveToFront(el)
 		return el.Value.(*vectorEntry)
 	}
-	e := &vectorEntry{key: k, index: search.NewVectorIndex(vc.embedder.Dim())}
+	e := &vectorEntry{key: k, index: search.NewVectorIndex(dim)}
 	vc.entries[k] = vc.lru.PushFront(e)
 	for vc.lru.Len() > vc.max {
 		old := vc.lru.Back()
@@ -87,8 +89,8 @@ func (vc *vectorCache) embed(ctx context.Context, c Claim) (*Vector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embed claim text: %w", err)
 	}
-	if len(vs) != 1 || len(vs[0]) != vc.embedder.Dim() {
-		return nil, fmt.Errorf("embed claim text: the embedder returned %d vectors, not one of %d dimensions", len(vs), vc.embedder.Dim())
+	if len(vs) != 1 || len(vs[0]) == 0 || (vc.embedder.Dim() > 0 && len(vs[0]) != vc.embedder.Dim()) {
+		return nil, fmt.Errorf("embed claim text: the embedder did not return one vector of %d dimensions", vc.embedder.Dim())
 	}
 	return &Vector{MemoryID: c.MemoryID, Namespace: c.Namespace, Model: vc.embedder.Model(), Values: vs[0], ExpiresAt: c.ExpiresAt}, nil
 }
@@ -100,10 +102,10 @@ func (vc *vectorCache) search(ctx context.Context, tenant, subject, namespace, q
 	if err != nil {
 		return nil, fmt.Errorf("embed query: %w", err)
 	}
-	if len(qv) != 1 {
+	if len(qv) != 1 || len(qv[0]) == 0 {
 		return nil, fmt.Errorf("embed query: the embedder returned %d vectors, not one", len(qv))
 	}
-	e := vc.entry(tenant, subject)
+	e := vc.entry(tenant, subject, len(qv[0]))
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := vc.sync(ctx, e); err != nil {

@@ -78,6 +78,41 @@ const (
 	OperationUnsupported = "unsupported-operation-transition"
 )
 
+// Kinds of long-term memory.
+const (
+	MemoryNotFound = "memory-not-found"
+	// MemoryRefused: policy did not keep the claim (a model's guess, a
+	// passing state); the problem carries outcome "refused" and the reason.
+	MemoryRefused = "memory-refused"
+	// MemoryProvenanceRequired: a claim without a usable provenance.
+	MemoryProvenanceRequired = "memory-provenance-required"
+	// MemoryConsentRequired: a personal namespace and no consent basis.
+	MemoryConsentRequired = "memory-consent-required"
+	// MemoryForgotten: the subject's claim was forgotten and its tombstone
+	// blocks it for good, so it is a refusal (422), not a conflict a retry
+	// could resolve.
+	MemoryForgotten = "memory-forgotten"
+	// MemoryConflict: the key's current claim moved concurrently, or the
+	// claim is not in a status that allows the change.
+	MemoryConflict = "memory-conflict"
+	// ExtractorNotConfigured: extraction asked of a server with no extractor.
+	ExtractorNotConfigured = "extractor-not-configured"
+	// ContextBudgetTooSmall: the parts of a context that are never cut
+	// (system, tools, query) do not fit the budget less the reserve.
+	ContextBudgetTooSmall = "context-budget-too-small"
+)
+
+// Kinds of compaction (summaries).
+const (
+	SummaryNotFound = "summary-not-found"
+	// SummaryRange: the range asked for does not continue the summary
+	// chain or lies outside the log.
+	SummaryRange = "summary-range"
+	// CompactorFailed: the compactor (a model) failed or answered
+	// something that is not a valid summary; nothing was stored.
+	CompactorFailed = "compactor-failed"
+)
+
 // Info is how a kind is answered: its default HTTP status and its title.
 type Info struct {
 	Status int
@@ -134,6 +169,19 @@ var catalogue = map[string]Info{
 	ApprovalExpired:      {http.StatusConflict, "Approval expired"},
 	ResumeRefused:        {http.StatusUnprocessableEntity, "Resume refused by a verification check"},
 	OperationUnsupported: {http.StatusNotFound, "No such operation transition"},
+
+	MemoryNotFound:           {http.StatusNotFound, "Memory not found"},
+	MemoryRefused:            {http.StatusUnprocessableEntity, "Claim refused by memory policy"},
+	MemoryProvenanceRequired: {http.StatusUnprocessableEntity, "A claim needs its provenance"},
+	MemoryConsentRequired:    {http.StatusUnprocessableEntity, "A personal namespace needs a consent basis"},
+	MemoryForgotten:          {http.StatusUnprocessableEntity, "The claim was forgotten; its tombstone blocks it"},
+	MemoryConflict:           {http.StatusConflict, "The claim changed concurrently or is not in a status that allows this"},
+	ExtractorNotConfigured:   {http.StatusUnprocessableEntity, "No memory extractor is configured"},
+	ContextBudgetTooSmall:    {http.StatusUnprocessableEntity, "The budget does not hold the parts that are never cut"},
+
+	SummaryNotFound: {http.StatusNotFound, "Summary not found"},
+	SummaryRange:    {http.StatusConflict, "Range does not continue the summary chain or the log"},
+	CompactorFailed: {http.StatusBadGateway, "Compactor failed"},
 }
 
 // Lookup returns how kind is answered; ok is false for an unknown kind.

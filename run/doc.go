@@ -23,7 +23,9 @@
 // counting or a sweep on retention. Why top-level members: PostgreSQL
 // computes that delta inside the one-statement commit (jsonb_each against
 // the row at exactly the expected revision), so the commit stays one round
-// trip, and applying it needs no JSON Patch machinery. A step that rewrites
+// trip, and applying it needs no JSON Patch machinery. (When the store last
+// wrote the run itself, it computes delta and chain in Go instead, guarded
+// by the chain head it computed them against: store/postgres/commitcache.go.) A step that rewrites
 // one large member still stores that member; nested diffs are left out on
 // purpose.
 //

@@ -46,6 +46,7 @@ func hostile(t *testing.T, backend string) {
 		cfg.RedisURL = u
 		testenv.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
 	}
+	cfg.Memory.Extractor = testExtractor{} // so extraction is walked too
 	eng, err := memento.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -83,13 +84,47 @@ func hostile(t *testing.T, backend string) {
 		}
 	}
 	params := map[string]string{"run_id": "h", "session_id": "s", "operation_id": "op-1", "approval_id": "ap-1",
-		"transition": "start", "ref": "pii_0123456789abcdef", "workflow_name": "w", "version": "1"}
+		"transition": "start", "ref": "pii_0123456789abcdef", "workflow_name": "w", "version": "1",
+		"subject_id": "sub", "namespace": "ns", "memory_id": "none"}
+	// Memory: a current claim, a held one, a declared namespace.
+	if eng.Memory == nil {
+		t.Fatalf("the %s engine has no long-term memory", backend)
+	}
+	for i, f := range []struct{ method, path, body string }{
+		{"PUT", "/v1/memory-namespaces/ns", `{"personal":false,"sensitive":false,"ttl_seconds":0}`},
+		{"POST", "/v1/memories", `{"subject_id":"sub","namespace":"ns","key":"k","value":"tea","provenance":{"source_type":"message","source_id":"m1","validated_by":"user_stated"}}`},
+		{"POST", "/v1/memories", `{"subject_id":"sub","key":"h","value":"x","category":"health","provenance":{"source_type":"message","source_id":"m2","validated_by":"user_stated"}}`},
+	} {
+		res := e.do(t, f.method, f.path, f.body, hdr)
+		if res.status >= 300 {
+			t.Fatalf("memory fixture %s %s: %d %s", f.method, f.path, res.status, res.body)
+		}
+		if i == 1 {
+			var c struct {
+				MemoryID string `json:"memory_id"`
+			}
+			_ = json.Unmarshal(res.body, &c)
+			params["memory_id"] = c.MemoryID
+		}
+	}
+	memoryReads := []string{"/v1/memories?subject_id=sub&limit=1000", "/v1/memories/held?subject_id=sub", "/v1/memories/" + params["memory_id"],
+		"/v1/memories/" + params["memory_id"] + "/history", "/v1/subjects/sub/profile", "/v1/memory-namespaces/ns"}
+	// A summary of the run's events, for the summary routes.
+	res := e.do(t, "POST", "/v1/runs/h/summaries", `{}`, hdr)
+	var sum struct {
+		SummaryID string `json:"summary_id"`
+	}
+	if res.status != 201 || json.Unmarshal(res.body, &sum) != nil || sum.SummaryID == "" {
+		t.Fatalf("fixture summary: %d %s", res.status, res.body)
+	}
+	params["summary_id"] = sum.SummaryID
 
 	digest := func() string {
 		h := sha256.New()
-		for _, p := range []string{"/v1/runs?limit=1000", "/v1/runs/h", "/v1/runs/h/events?limit=1000", "/v1/runs/h/checkpoints",
+		for _, p := range append([]string{"/v1/runs?limit=1000", "/v1/runs/h", "/v1/runs/h/events?limit=1000", "/v1/runs/h/checkpoints",
 			"/v1/runs/h/operations", "/v1/runs/h/approvals", "/v1/operations/op-1", "/v1/approvals/ap-1",
-			"/v1/sessions/s?user_id=u", "/v1/sessions/s/messages?user_id=u&limit=1000", "/v1/sessions?user_id=u"} {
+			"/v1/sessions/s?user_id=u", "/v1/sessions/s/messages?user_id=u&limit=1000", "/v1/sessions?user_id=u",
+			"/v1/runs/h/summaries?limit=1000"}, memoryReads...) {
 			res := e.do(t, "GET", p, nil, hdr)
 			fmt.Fprintf(h, "%s %d %s\n", p, res.status, stripVolatile(res.body))
 		}
@@ -261,7 +296,8 @@ func stripVolatile(b []byte) []byte {
 	walk = func(x any) {
 		switch x := x.(type) {
 		case map[string]any:
-			delete(x, "request_id") // a problem's, new on every answer
+			delete(x, "request_id")   // a problem's, new on every answer
+			delete(x, "generated_at") // a memory profile's, new when rebuilt
 			for _, k := range []string{"last_activity_at", "expires_at", "ttl_seconds"} {
 				if _, ok := x["session_id"]; ok {
 					delete(x, k)

@@ -18,6 +18,7 @@ type metrics struct {
 	duration        *prometheus.HistogramVec
 	commits         prometheus.Counter
 	commitConflicts *prometheus.CounterVec
+	memoryWrites    *prometheus.CounterVec
 	// series caches the request series per route and status (seriesKey ->
 	// *httpSeries); both sets are small and fixed by the routes.
 	series sync.Map
@@ -76,12 +77,16 @@ func newMetrics() *metrics {
 			Name: "memento_run_commit_conflicts_total",
 			Help: "Step commits refused, by kind: revision (stale expected revision), lease (lost lease or stale epoch), transition (status not allowed).",
 		}, []string{"kind"}),
+		memoryWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memento_memory_writes_total",
+			Help: "Long-term memory writes (add, extract with apply, confirm) by outcome: added, superseded, merged, held, refused, failed.",
+		}, []string{"outcome"}),
 	}
 	// Pre-create the conflict series so dashboards see zeros, not gaps.
 	for _, k := range []string{conflictRevision, conflictLease, conflictTransition} {
 		m.commitConflicts.WithLabelValues(k)
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.commits, m.commitConflicts,
+	m.reg.MustRegister(m.requests, m.duration, m.commits, m.commitConflicts, m.memoryWrites,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

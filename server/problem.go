@@ -31,6 +31,9 @@ type Problem struct {
 	CurrentRevision int64      `json:"current_revision,omitempty"`
 	LeaseOwner      string     `json:"lease_owner,omitempty"`
 	LeaseExpiresAt  *time.Time `json:"lease_expires_at,omitempty"`
+	// Outcome and Reason: a memory write policy refused ("refused" and why).
+	Outcome string `json:"outcome,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // Kind returns the stable tail of the problem type.
@@ -39,7 +42,7 @@ func (p Problem) Kind() string { return strings.TrimPrefix(p.Type, problem.TypeB
 // sentinelKinds maps domain sentinel errors to problem kinds, one table per
 // domain (a domain adds its table here). Each domain error wraps at most one
 // sentinel, so order does not matter.
-var sentinelKinds = slices.Concat(runSentinels, sessionSentinels, operationSentinels, workflowSentinels)
+var sentinelKinds = slices.Concat(runSentinels, summarySentinels, sessionSentinels, operationSentinels, workflowSentinels, memorySentinels, contextSentinels)
 
 // Kinds lists every problem kind with its HTTP status, for docs and tests.
 func Kinds() map[string]int {
@@ -139,6 +142,7 @@ func problemFor(r *http.Request, err error) (p Problem, internal bool) {
 	if errors.As(err, &lh) {
 		p.LeaseOwner, p.LeaseExpiresAt = lh.Owner, lh.ExpiresAt
 	}
+	memoryRefusal(&p, err)
 	return p, internal
 }
 

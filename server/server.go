@@ -17,6 +17,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mementohq/memento/compact"
+	"github.com/mementohq/memento/contextbuild"
+	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
@@ -33,6 +36,13 @@ type Options struct {
 	Ops      *toolop.Service
 	Sessions *session.Service
 	Vault    *pii.Vault
+	// Memory is long-term memory; nil leaves its routes answering 404
+	// not-found (they stay in the API document).
+	Memory *memory.Service
+	// Context builds model contexts (POST /v1/context); nil answers 404.
+	Context *contextbuild.Builder
+	// Summaries, when set, serves the summary routes (compaction).
+	Summaries *compact.Service
 	// Ready reports whether every backend answers (GET /readyz); nil
 	// means always ready.
 	Ready func(context.Context) error
@@ -70,6 +80,9 @@ type Server struct {
 	ops             *toolop.Service
 	sessions        *session.Service
 	vault           *pii.Vault
+	memory          *memory.Service
+	context         *contextbuild.Builder
+	summaries       *compact.Service
 	ready           func(context.Context) error
 	backend         string
 	keys            *KeySet
@@ -111,9 +124,12 @@ func (s *Server) allRoutes() []Route {
 	var rs []Route
 	rs = append(rs, s.systemRoutes()...)
 	rs = append(rs, s.runRoutes()...)
+	rs = append(rs, s.summaryRoutes()...)
 	rs = append(rs, s.sessionRoutes()...)
 	rs = append(rs, s.operationRoutes()...)
 	rs = append(rs, s.workflowRoutes()...)
+	rs = append(rs, s.memoryRoutes()...)
+	rs = append(rs, s.contextRoutes()...)
 	return rs
 }
 
@@ -128,6 +144,9 @@ func New(opts Options) (*Server, error) {
 		ops:             opts.Ops,
 		sessions:        opts.Sessions,
 		vault:           opts.Vault,
+		memory:          opts.Memory,
+		context:         opts.Context,
+		summaries:       opts.Summaries,
 		ready:           opts.Ready,
 		backend:         opts.Backend,
 		keys:            opts.Keys,

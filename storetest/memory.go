@@ -35,6 +35,7 @@ func MemoryStoreSuite(t *testing.T, open func(t *testing.T) memory.Store) {
 		{"Refresh", testMemRefresh},
 		{"Forget", testMemForget},
 		{"SearchText", testMemSearchText},
+		{"SearchPastExpiredHits", testMemSearchPastExpired},
 		{"Vectors", testMemVectors},
 		{"SubjectVersion", testMemSubjectVersion},
 		{"Namespaces", testMemNamespaces},
@@ -749,11 +750,15 @@ func testMemForget(t *testing.T, s memory.Store) {
 	if hits := f.search("", 10, "alpha", "beta"); len(hits) != 0 {
 		t.Fatalf("forgotten claims searchable: %v", hits)
 	}
-	// Forgetting nothing writes a record of nothing.
-	rec, err = s.Forget(ctx, memory.ForgetParams{TenantID: f.tenant, SubjectID: f.subject,
-		Record: memory.ForgetRecord{ForgetID: newID("fg"), CreatedAt: f.tick()}})
-	if err != nil || rec.Claims != 0 || rec.Tombstones != 0 {
+	// Forgetting nothing writes a record of nothing; a record without id or
+	// time gets both.
+	v1 := f.version()
+	rec, err = s.Forget(ctx, memory.ForgetParams{TenantID: f.tenant, SubjectID: f.subject})
+	if err != nil || rec.Claims != 0 || rec.Tombstones != 0 || rec.ForgetID == "" || rec.CreatedAt.IsZero() {
 		t.Fatalf("forget again: %+v %v", rec, err)
+	}
+	if f.version() != v1 {
+		t.Fatalf("forgetting nothing moved the version from %d to %d", v1, f.version())
 	}
 
 	// Other subjects and tenants are untouched.
@@ -831,6 +836,27 @@ func testMemSearchText(t *testing.T, s memory.Store) {
 	}
 	_, err := s.SearchText(ctx, memory.TextQuery{TenantID: f.tenant, Terms: []string{"tea"}, Now: time.Now()})
 	wantErr(t, err, memory.ErrInvalidInput, "search without a subject")
+}
+
+// Expired claims that outrank every live one must not hide it, however
+// many there are (a store that ranks a few best hits first must look further).
+func testMemSearchPastExpired(t *testing.T, s memory.Store) {
+	f := newMfx(t, s)
+	past := time.Now().Add(-time.Minute).UTC().Truncate(time.Microsecond)
+	for i := range 80 {
+		c := f.claim("ns", fmt.Sprintf("old%d", i), fmt.Sprintf(`%d`, i), "tea tea tea tea")
+		c.ExpiresAt = &past
+		f.insert(c, "", nil)
+	}
+	live := f.add("ns", "live", `"tea"`, "a long text that mentions tea only once among many other words")
+	for _, limit := range []int{1, 5, 0} {
+		if hits := f.search("", limit, "tea"); !slices.Equal(hitIDs(hits), []string{live.MemoryID}) {
+			t.Fatalf("limit %d: %v, want only the live claim %s", limit, hits, live.MemoryID)
+		}
+	}
+	if hits := f.search("other", 3, "tea"); len(hits) != 0 {
+		t.Fatalf("namespace other: %v", hits)
+	}
 }
 
 func testMemVectors(t *testing.T, s memory.Store) {

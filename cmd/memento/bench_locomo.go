@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mementohq/memento/cmd/memento/internal/bench"
+	"github.com/mementohq/memento/llm/glove"
 	"github.com/mementohq/memento/llm/hashembed"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/tokens"
@@ -28,6 +29,8 @@ type benchLocomoFlags struct {
 	ks       []int
 	modes    []string
 	only     []string
+	ingest   string
+	distinct bool
 	asJSON   bool
 	quiet    bool
 }
@@ -41,7 +44,12 @@ func newBenchLocomoCmd() *cobra.Command {
 (Maharana et al., ACL 2024) as a long-term memory item through the memory
 service: subject = the conversation's sample_id, key = the turn's dia_id,
 provenance message/dia_id, validated_by imported, valid_from = the session's
-date, searchable text = "[date] speaker: text [shares a photo: caption]".
+date, searchable text = "[date] speaker: text [shares a photo: caption]",
+plus (multi-granularity, --ingest) one item per window of 8 consecutive
+turns of a session every 4 turns, in namespace "windows", naming all its
+turns in message_ids (memory.ConversationInputs). Search drops hits whose
+turns better hits already name (--distinct). A window hit finds every
+evidence turn it names, and its whole text counts in the tokens.
 Then search every question of categories 1-4 (multi-hop, temporal,
 open-domain, single-hop; 5 is adversarial, with no evidence to find) and
 score evidence recall@k: the fraction of the question's evidence turns named
@@ -59,6 +67,8 @@ the mean tokens (o200k) of the top hits' text.`,
 	fl.IntSliceVar(&f.ks, "k", []int{5, 10}, "cut-offs of recall")
 	fl.StringSliceVar(&f.modes, "modes", nil, "search modes (default fulltext, vector, hybrid; fulltext only without an embedder)")
 	fl.StringSliceVar(&f.only, "only", nil, "score only these sample_ids (all are ingested)")
+	fl.StringVar(&f.ingest, "ingest", bench.DefaultLocomoIngest.Spec(), "ingestion strategy: comma-separated speaker, date, captions, window=N, stride=N (\"text\" for none)")
+	fl.BoolVar(&f.distinct, "distinct", true, "search drops hits whose turns better hits already name (memory.SearchQuery.DistinctMessages)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as one JSON object")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	return cmd
@@ -77,6 +87,10 @@ func runBenchLocomo(cmd *cobra.Command, f benchLocomoFlags) error {
 	if err != nil {
 		return fmt.Errorf("bench locomo: %w", err)
 	}
+	ingest, err := bench.ParseLocomoIngest(f.ingest)
+	if err != nil {
+		return fmt.Errorf("bench locomo: %w", err)
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -90,7 +104,15 @@ func runBenchLocomo(cmd *cobra.Command, f benchLocomoFlags) error {
 			modes = []string{memory.ModeFulltext}
 		}
 	case "glove":
-		return errors.New("bench locomo: the glove embedder is not in this build yet")
+		d, err := glove.DefaultDir()
+		if err != nil {
+			return fmt.Errorf("bench locomo: %w", err)
+		}
+		g, err := glove.Load(glove.Path(d))
+		if err != nil {
+			return fmt.Errorf("bench locomo: load GloVe (run `memento models install glove` first): %w", err)
+		}
+		emb = g
 	default:
 		return fmt.Errorf("bench locomo: unknown embedder %q (hash, glove or none)", f.embedder)
 	}
@@ -106,9 +128,10 @@ func runBenchLocomo(cmd *cobra.Command, f benchLocomoFlags) error {
 	cfg := bench.LocomoConfig{
 		Conversations: convs,
 		Service:       memory.NewService(store, memory.Options{Embedder: emb}),
-		Ingest:        bench.DefaultLocomoIngest,
+		Ingest:        ingest,
 		Modes:         modes,
 		Ks:            f.ks,
+		Distinct:      f.distinct,
 		CountTokens:   counter.Count,
 		Progress:      cmd.ErrOrStderr(),
 	}

@@ -45,7 +45,7 @@ func testServer(t *testing.T, keys string) string {
 	if err := server.ParseAPIKeys(ks, keys); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory, Context: eng.Context, Ready: eng.Ready,
 		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 		Keys: ks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -290,7 +290,7 @@ func TestServeRefusesPublicAddressWithoutKeys(t *testing.T) {
 
 func TestUnknownSubcommandFails(t *testing.T) {
 	ctx := context.Background()
-	for _, args := range [][]string{{"runs", "get"}, {"sessions", "nope"}, {"bench", "nothing"}, {"nosuch"}} {
+	for _, args := range [][]string{{"runs", "get"}, {"sessions", "nope"}, {"bench", "nothing"}, {"models", "nope"}, {"nosuch"}} {
 		_, _, err := execute(t, ctx, args...)
 		if err == nil || !strings.Contains(err.Error(), "unknown command") {
 			t.Errorf("memento %s: err = %v, want an unknown-command error", strings.Join(args, " "), err)

@@ -47,9 +47,12 @@ func newRootCmd() *cobra.Command {
 		newRunsCmd(),
 		newWorkflowsCmd(),
 		newSessionsCmd(),
+		newMemoryCmd(),
+		newContextCmd(),
 		newVersionCmd(),
 		newBenchCmd(),
 		newDemoCmd(),
+		newModelsCmd(),
 	)
 	refuseUnknownSubcommands(root)
 	return root

@@ -29,6 +29,7 @@ type serveFlags struct {
 	retention                     string
 	requestTimeout, maxInFlight   string
 	otlpEndpoint                  string
+	models                        modelFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -59,6 +60,7 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl.StringVar(&f.requestTimeout, "request-timeout", "", "longest a request may work, store calls included, e.g. 30s (env "+envReqTimeout+", default 30s)")
 	fl.StringVar(&f.maxInFlight, "max-in-flight", "", "most API requests served at once; beyond it a request is answered 503 overloaded (env "+envMaxInFlight+", default 256)")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces: a span per request and per store call; empty turns tracing off (env "+envOTLPEndpoint+")")
+	addModelFlags(cmd, &f.models)
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
 	return cmd
@@ -83,6 +85,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	cfg.PII.Key = key
+	if cfg.Memory, err = memoryOptions(cmd, f.models); err != nil {
+		return err
+	}
 	if v := flagOrEnv(cmd, "max-state-bytes", f.maxState, envMaxState, ""); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -152,7 +157,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer eng.Close()
-	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory, Context: eng.Context, Summaries: eng.Summaries, Ready: eng.Ready,
 		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 		RequestTimeout: reqTimeout, MaxInFlight: maxInFlight,
 		Keys: keys, Logger: logger, Tracing: tracing})

@@ -233,8 +233,7 @@ type table struct {
 	dim    int
 	enc    Encoding
 	words  []string
-	f16    []uint16
-	f32    []float32
+	rows   []byte // count*dim values in enc, little endian
 	digest string
 }
 
@@ -269,6 +268,18 @@ func parse(data []byte) (*table, error) {
 	if count > (len(body)-p)/(1+t.dim*t.enc.size()) {
 		return nil, fmt.Errorf("%w: %d words cannot fit", ErrFormat, count)
 	}
+	// One string for the whole vocabulary, the words slices of it: one
+	// allocation instead of one per word.
+	vocabStart := p
+	for i := 0; i < count; i++ {
+		n, k := binary.Uvarint(body[p:])
+		if k <= 0 || n == 0 || n > maxWordBytes || p+k+int(n) > len(body) {
+			return nil, fmt.Errorf("%w: bad word %d", ErrFormat, i)
+		}
+		p += k + int(n)
+	}
+	vocab := string(body[vocabStart:p])
+	p = vocabStart
 	t.words = make([]string, count)
 	for i := range t.words {
 		n, k := binary.Uvarint(body[p:])
@@ -276,23 +287,13 @@ func parse(data []byte) (*table, error) {
 			return nil, fmt.Errorf("%w: bad word %d", ErrFormat, i)
 		}
 		p += k
-		t.words[i] = string(body[p : p+int(n)])
+		t.words[i] = vocab[p-vocabStart : p-vocabStart+int(n)]
 		p += int(n)
 	}
 	rows := body[p:]
 	if len(rows) != count*t.dim*t.enc.size() {
 		return nil, fmt.Errorf("%w: %d bytes of rows, want %d", ErrFormat, len(rows), count*t.dim*t.enc.size())
 	}
-	if t.enc == Float16 {
-		t.f16 = make([]uint16, count*t.dim)
-		for i := range t.f16 {
-			t.f16[i] = binary.LittleEndian.Uint16(rows[2*i:])
-		}
-	} else {
-		t.f32 = make([]float32, count*t.dim)
-		for i := range t.f32 {
-			t.f32[i] = math.Float32frombits(binary.LittleEndian.Uint32(rows[4*i:]))
-		}
-	}
+	t.rows = rows
 	return t, nil
 }

@@ -90,6 +90,27 @@ type Options struct {
 	Reverse bool
 	// Model is the model name the chat answers report (default: the request's).
 	Model string
+	// Answer, when set, answers the chat requests no scripted Reply is
+	// queued for, from the request's messages (an extraction test can
+	// answer from what it was asked).
+	Answer func(ChatCall) Reply
+}
+
+// Message is a chat message as the fake received it.
+type Message struct {
+	Role       string
+	Content    string
+	ToolCallID string
+}
+
+// ChatCall is what Options.Answer sees of a chat request.
+type ChatCall struct {
+	Model    string
+	Messages []Message
+	// Schema is the response_format JSON schema, if one was asked.
+	Schema json.RawMessage
+	// Tools is the raw "tools" array of the request.
+	Tools json.RawMessage
 }
 
 // Server is the fake. Scripts (faults, replies) are consumed in order.
@@ -374,7 +395,22 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if !scripted {
+	switch {
+	case scripted:
+	case s.opts.Answer != nil:
+		call := ChatCall{Model: req.Model, Tools: req.Tools}
+		for _, m := range req.Messages {
+			msg := Message{Role: m.Role, ToolCallID: m.ToolCallID}
+			if m.Content != nil {
+				msg.Content = *m.Content
+			}
+			call.Messages = append(call.Messages, msg)
+		}
+		if rf := req.ResponseFormat; rf != nil && rf.JSONSchema != nil {
+			call.Schema = rf.JSONSchema.Schema
+		}
+		rep = s.opts.Answer(call)
+	default:
 		rep.Content = "echo: " + last
 		if req.ResponseFormat != nil {
 			rep.Content = "{}"

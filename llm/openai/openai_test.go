@@ -395,3 +395,39 @@ func TestConfig(t *testing.T) {
 		t.Fatal("chat without model accepted")
 	}
 }
+
+func TestAnswerFuncAndConcurrency(t *testing.T) {
+	srv := llmtest.New(llmtest.Options{Dim: 16, APIKey: key, Answer: func(c llmtest.ChatCall) llmtest.Reply {
+		last := c.Messages[len(c.Messages)-1].Content
+		return llmtest.Reply{Content: fmt.Sprintf(`{"n":%d,"schema":%t}`, len(strings.Fields(last)), len(c.Schema) > 0)}
+	}})
+	defer srv.Close()
+	c := newClient(t, srv.URL)
+	ch, _ := c.NewChat(openai.ChatConfig{Model: "m"})
+	e := newEmbedder(t, c, openai.EmbedderConfig{BatchSize: 2})
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			resp, err := ch.Complete(context.Background(), llm.ChatRequest{
+				Messages:       []llm.Message{{Role: llm.RoleUser, Content: "one two three"}},
+				ResponseFormat: &llm.ResponseFormat{Name: "n", Schema: json.RawMessage(`{"type":"object"}`)},
+			})
+			if err == nil && resp.Content != `{"n":3,"schema":true}` {
+				err = fmt.Errorf("answer %q", resp.Content)
+			}
+			if err == nil {
+				var vs [][]float32
+				vs, err = e.Embed(context.Background(), []string{"a", "b", "c"})
+				if err == nil && (len(vs) != 3 || len(vs[2]) != 16) {
+					err = fmt.Errorf("vectors %d", len(vs))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

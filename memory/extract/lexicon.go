@@ -215,4 +215,9 @@ var greetings = set("hi", "hello", "hey", "привет", "здравствуй�
 var conversationNouns = set("answer", "answers", "response", "responses", "reply", "replies",
 	"version", "approach", "format", "formatting", "wording", "tone", "example", "examples",
 	"result", "results", "solution", "output", "draft", "suggestion", "suggestions", "idea",
-	"ideas", "explanation", "summary", "chat", "conversation", "advice", "option", "options")
+	"ideas", "explanation", "summary", "chat", "conversation", "advice", "option", "options",
+	"button", "page", "screen", "site", "website", "app", "interface", "ui", "font", "layout",
+	"menu", "link", "feature", "bot", "assistant")
+
+// jokes mark a clause as not meant: "I'm allergic to meetings lol".
+var jokes = set("lol", "lmao", "rofl", "jk", "haha", "hahaha", "kidding", "joking", "😂", "🤣")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mementohq/memento/memory"
@@ -157,6 +158,10 @@ func (l *LLM) Extract(ctx context.Context, msgs []memory.Message) (memory.Extrac
 		batches = append(batches, cur)
 	}
 
+	at := make(map[string]time.Time, len(msgs))
+	for _, m := range msgs {
+		at[m.ID] = m.At
+	}
 	b := batch{ex: &ex, latest: map[string]int{}, last: -1}
 	cited := map[string]bool{}
 	rejectedFrom := map[string]bool{}
@@ -180,6 +185,9 @@ func (l *LLM) Extract(ctx context.Context, msgs []memory.Message) (memory.Extrac
 		for _, c := range cands {
 			for _, id := range c.MessageIDs {
 				cited[id] = true
+			}
+			if c.ValidFromHint != "" {
+				c.ValidFrom = resolveHint(c.ValidFromHint, at[c.MessageIDs[0]])
 			}
 			b.addCandidate(c)
 		}

@@ -162,7 +162,7 @@ var chatMsgs = []memory.Message{
 	{ID: "u1", Role: "user", Content: "I hate mugs. And please answer in Russian."},
 	{ID: "a1", Role: "assistant", Content: "Noted! Where do you live?"},
 	{ID: "u2", Role: "user", Content: "I don't live in Paris anymore"},
-	{ID: "t1", Role: "tool", Content: `{"customer": {"city": "Lyon"}}`},
+	{ID: "t1", Role: "tool", Content: `{"customer": {"city": "Lyon"}}`, At: sept1},
 }
 
 func TestLLMGoodAnswer(t *testing.T) {
@@ -173,7 +173,7 @@ func TestLLMGoodAnswer(t *testing.T) {
 		moved := cand("home.city", nil, []string{"u2"}, "I don't live in Paris anymore")
 		moved["kind"], moved["retracts"], moved["category"] = "correction", "Paris", "place"
 		city := cand("home.city", "Lyon", []string{"t1"}, `"city": "Lyon"`)
-		city["validated_by"] = "tool_confirmed"
+		city["validated_by"], city["valid_from_hint"] = "tool_confirmed", "since May"
 		again := cand("dislikes.mugs", "Mugs", []string{"u1"}, "hate mugs")
 		return answerJSON(mugs, lang, moved, city, again)
 	}})
@@ -196,6 +196,9 @@ func TestLLMGoodAnswer(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if c := ex.Candidates[3]; c.ValidFromHint != "since May" || c.ValidFrom == nil || !c.ValidFrom.Equal(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("valid from: %q %v", c.ValidFromHint, c.ValidFrom)
 	}
 	if ex.Usage != (memory.Usage{PromptTokens: 140, CompletionTokens: 7, Calls: 1}) {
 		t.Errorf("usage %+v", ex.Usage)

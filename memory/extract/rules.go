@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -193,6 +194,9 @@ func (b *batch) addCandidate(c memory.Candidate) {
 
 // bytesEqualJSON compares values as the store does: spacing and string case do not matter.
 func bytesEqualJSON(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
 	return memory.ValueDigest("", "", a) == memory.ValueDigest("", "", b)
 }
 
@@ -226,6 +230,12 @@ func (p *parser) message(text string, at time.Time) ([]fact, string) {
 	var facts []fact
 	reason := ""
 	for _, s := range p.sens {
+		if slices.ContainsFunc(s.t, func(tk token) bool { return jokes[tk.w] }) {
+			if reason == "" {
+				reason = whyJoke
+			}
+			continue
+		}
 		p.cls = clauses(s.t, p.cls[:0])
 		for _, ct := range p.cls {
 			c := &clause{p: p, t: ct, question: s.question}
@@ -250,7 +260,13 @@ type clause struct {
 	question   bool
 	correction bool
 	hasQuote   bool
+	anymore    int8 // 0 not read yet, 1 yes, 2 no
+	items      int  // list items read so far: a clause holds at most maxItems
 }
+
+// maxItems bounds the list of one clause ("I like a, b, c, ..."): a longer
+// one is a paste, not a statement of tastes.
+const maxItems = 20
 
 func (c *clause) done() bool { return c.i >= len(c.t) }
 
@@ -294,6 +310,7 @@ const (
 	whyNoOccupation = "\"I'm a ...\" with no known occupation"
 	whyTooLong      = "the object is too long to be one narrow claim"
 	whyVague        = "a negated dislike says nothing firm"
+	whyJoke         = "said as a joke"
 )
 
 // parse reads the clause: its facts, or why it has none ("" when nothing was recognised at all).
@@ -310,6 +327,7 @@ func (c *clause) parse() ([]fact, string) {
 	if c.t[c.i].kind == tQuote {
 		return nil, whyQuoted
 	}
+
 	// A polite request is a question in form only: "could you answer in Russian?"
 	if fs := c.languageRequest(); fs != nil {
 		return fs, ""
@@ -544,7 +562,7 @@ func (c *clause) predicate(scope, about string, self bool) ([]fact, string) {
 			return c.finish([]fact{c.lang("preference.language", lang, memory.KindStatement)}, m, nil)
 		}
 		return nil, ""
-	case w == "feel" || w == "feels" || w == "am" && c.word(1) == "feeling":
+	case w == "feel" || w == "feels":
 		c.i++
 		return c.mood(scope, about, m)
 	case w == "was" || w == "were":
@@ -558,6 +576,10 @@ func (c *clause) predicate(scope, about string, self bool) ([]fact, string) {
 		return c.avoid(scope, about, m)
 	case (w == "meant" || w == "mean") && self:
 		c.i++
+		// "I meant the other file" points at the conversation, not at a fact.
+		if badObjects[c.word(0)] || c.at("the", "a", "an", "to", "that") {
+			return nil, ""
+		}
 		s, e, n, ok := c.object(5, stopWords)
 		if !ok || n == 0 {
 			return nil, ""
@@ -816,6 +838,9 @@ func (c *clause) sentiment(scope, about string, like bool, m mods) ([]fact, stri
 		}
 		if n > 0 {
 			items = append(items, [2]int{s, e})
+			if c.items++; c.items > maxItems {
+				return nil, whyTooLong
+			}
 		}
 		if c.at("and", "or", "и", "или", "&") || (!c.done() && c.t[c.i].w == "," && c.i+1 < len(c.t) && c.t[c.i+1].kind == tWord && !stopWords[c.t[c.i+1].w]) {
 			c.i++
@@ -1479,14 +1504,18 @@ func (c *clause) russianSelf() ([]fact, string) {
 	return nil, ""
 }
 
-// anymoreAhead reports whether the rest of the clause says "anymore".
+// anymoreAhead reports whether the clause says "anymore" (read once per clause).
 func (c *clause) anymoreAhead() bool {
-	for k := c.i; k < len(c.t); k++ {
-		if w := c.t[k].w; w == "anymore" || (w == "any" && k+1 < len(c.t) && c.t[k+1].w == "more") {
-			return true
+	if c.anymore == 0 {
+		c.anymore = 2
+		for k := range c.t {
+			if w := c.t[k].w; w == "anymore" || (w == "any" && k+1 < len(c.t) && c.t[k+1].w == "more") {
+				c.anymore = 1
+				break
+			}
 		}
 	}
-	return false
+	return c.anymore == 1
 }
 
 // pastArticles is the index of the first token after a/an/the (at most the last token).
@@ -1523,4 +1552,27 @@ func aboutConversation(slug string) bool {
 		}
 	}
 	return false
+}
+
+var (
+	_ memory.Extractor = Rules{}
+	_ memory.Extractor = (*LLM)(nil)
+)
+
+// resolveHint turns a model's words for when a fact began ("since May",
+// "in 2021") into a time, read as the rules read them against the message
+// time; nil when they say no month or year.
+func resolveHint(hint string, at time.Time) *time.Time {
+	p := parser{text: hint, at: at}
+	p.toks = tokenize(hint, nil)
+	c := &clause{p: &p, t: p.toks}
+	for ; c.i < len(c.t); c.i++ {
+		switch c.word(0) {
+		case "since", "in", "from", "as", "starting", "с", "в":
+			if _, from, ok := c.timeHint(); ok {
+				return from
+			}
+		}
+	}
+	return nil
 }

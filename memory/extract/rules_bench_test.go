@@ -75,3 +75,33 @@ func BenchmarkRules(b *testing.B) {
 	b.ReportMetric(p(base, 0.95), "baseline-p95-ns/msg")
 	b.ReportMetric(p(rules, 0.95)/max(p(base, 0.95), 1), "p95-x-baseline")
 }
+
+// BenchmarkRulesLarge times one 64 KiB message of adversarial repetition
+// (lists, joiners, nested sentiments) against the same tokenising baseline,
+// to show the rules stay linear in the message size.
+func BenchmarkRulesLarge(b *testing.B) {
+	for _, unit := range []string{
+		"I love tea and hate coffee and love jazz and hate mugs and ",
+		", , , and but I ",
+		"I like a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t, u, v, w. ",
+		"my friend Anna, my wife Olga, ",
+	} {
+		text := strings.Repeat(unit, 64<<10/len(unit))
+		msgs := []memory.Message{{ID: "1", Role: "user", Content: text}}
+		b.Run(fmt.Sprintf("%.12s", unit), func(b *testing.B) {
+			var base, rules time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				_ = len(strings.Fields(strings.ToLower(text)))
+				t1 := time.Now()
+				if _, err := (Rules{}).Extract(context.Background(), msgs); err != nil {
+					b.Fatal(err)
+				}
+				base += t1.Sub(t0)
+				rules += time.Since(t1)
+			}
+			b.ReportMetric(float64(rules.Microseconds())/float64(b.N), "us/64KiB")
+			b.ReportMetric(float64(rules)/float64(max(base, 1)), "x-baseline")
+		})
+	}
+}

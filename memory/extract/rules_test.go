@@ -228,6 +228,9 @@ func TestRulesNoClaim(t *testing.T) {
 		{"I like the new version better", whyConversation},
 		{"I love the idea", whyConversation},
 		{"I'm Canadian", ""},
+		{"I'm allergic to meetings lol", whyJoke},
+		{"just kidding, I live in Mars", whyJoke},
+		{"I don't like the color of the button", whyConversation},
 		{"I'm Anna", ""}, // no greeting: a name or a nationality, unknown
 		{"I live at 12 Baker Street", ""},
 		{"I'm in Paris right now", ""},
@@ -394,6 +397,11 @@ func TestRulesMeantWithoutFact(t *testing.T) {
 	ex := extractOne(t, "no, I meant Lyon")
 	if len(ex.Candidates) != 0 || len(ex.Skipped) != 1 || !strings.Contains(ex.Skipped[0].Reason, "meant") {
 		t.Errorf("%+v", ex)
+	}
+	// "I meant the other file" is about the chat, even after a fact.
+	ex = extractOne(t, "I live in Paris. Sorry, I meant the other file.")
+	if len(ex.Candidates) != 1 {
+		t.Errorf("%+v", ex.Candidates)
 	}
 	// Within one message, "I meant" corrects the fact just before it.
 	ex = extractOne(t, "I live in Paris. Sorry, I meant Lyon.")

@@ -202,7 +202,10 @@ func clauses(t []token, out [][]token) [][]token {
 				out = append(out, t[start:i])
 			}
 			start = i
-			i = j
+		}
+		i = j - 1 // the run of joiners is read once
+		if i < start {
+			i = start
 		}
 	}
 	if start < len(t) {

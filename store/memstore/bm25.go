@@ -2,10 +2,8 @@ package memstore
 
 import (
 	"math"
-	"strings"
-	"unicode"
 
-	"github.com/kljensen/snowball/english"
+	"github.com/mementohq/memento/store/internal/memsql"
 )
 
 // BM25 parameters: the usual defaults (Robertson; Lucene and FTS5 use them too).
@@ -15,17 +13,8 @@ const (
 )
 
 // tokens splits text into lowercase letter/digit runs, each stemmed with
-// Porter2, so "Prefers" finds "preference"'s neighbours the way the SQL
-// backends' stemmers do.
-func tokens(text string) []string {
-	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
-	for i, w := range words {
-		words[i] = english.Stem(w, true)
-	}
-	return words
-}
+// Porter2 (the SQLite store indexes the same tokens).
+func tokens(text string) []string { return memsql.Tokens(text) }
 
 // bm25Doc is one indexed claim: its term frequencies and length.
 type bm25Doc struct {

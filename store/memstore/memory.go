@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/mementohq/memento/memory"
 )
 
@@ -329,6 +331,9 @@ func (m *Memory) Forget(ctx context.Context, p memory.ForgetParams) (memory.Forg
 	defer m.s.mu.Unlock()
 	rec := p.Record
 	rec.TenantID, rec.SubjectID, rec.Namespace = p.TenantID, p.SubjectID, p.Namespace
+	if rec.ForgetID == "" {
+		rec.ForgetID = uuid.NewString()
+	}
 	if rec.CreatedAt.IsZero() {
 		rec.CreatedAt = m.s.now()
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mementohq/memento/compact"
 	"github.com/mementohq/memento/run"
 )
 
@@ -529,6 +530,7 @@ func (s *Store) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limi
 				delete(s.approvals, k)
 			}
 		}
+		s.deleteSummariesLocked(tn, compact.RunOwner(id))
 	}
 	return len(old), nil
 }

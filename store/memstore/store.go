@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mementohq/memento/compact"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
@@ -35,7 +36,8 @@ type Store struct {
 	sessions  map[key]*sessionRow
 	vault     map[key]pii.Record
 	schemas   map[schemaKey]run.Schema
-	mem       memoryState // see Memory
+	mem       memoryState             // see Memory
+	summaries map[key]compact.Summary // see Summaries
 }
 
 // New returns an empty store.
@@ -50,6 +52,7 @@ func New() *Store {
 		vault:     map[key]pii.Record{},
 		schemas:   map[schemaKey]run.Schema{},
 		mem:       newMemoryState(),
+		summaries: map[key]compact.Summary{},
 	}
 }
 

@@ -168,64 +168,71 @@ func (db *DB) Insert(ctx context.Context, p memory.InsertParams) (memory.Claim, 
 	if c.TenantID == "" || c.SubjectID == "" || c.MemoryID == "" {
 		return memory.Claim{}, fmt.Errorf("insert claim: tenant, subject and memory id are required: %w", memory.ErrInvalidInput)
 	}
-	prov, err := json.Marshal(c.Provenance)
-	if err != nil {
-		return memory.Claim{}, fmt.Errorf("insert claim %s: encode provenance: %w", c.MemoryID, err)
-	}
-	if p.Supersede != "" {
-		c.Supersedes = p.Supersede
-	}
 	var out memory.Claim
-	err = db.memTx(ctx, func(tx pgx.Tx) error {
-		version, err := lockSubject(ctx, tx, c.TenantID, c.SubjectID)
-		if err != nil {
-			return err
-		}
-		var one int
-		err = tx.QueryRow(ctx, `SELECT 1 FROM memory_claims WHERE tenant_id = $1 AND memory_id = $2`, c.TenantID, c.MemoryID).Scan(&one)
-		if err == nil {
-			return fmt.Errorf("the id is taken: %w", memory.ErrConflict)
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		err = tx.QueryRow(ctx, `SELECT 1 FROM memory_tombstones WHERE tenant_id = $1 AND subject_id = $2 AND namespace = $3
-			AND key = $4 AND value_digest = $5`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).Scan(&one)
-		if err == nil {
-			return memory.ErrTombstoned
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if err := checkSupersede(ctx, tx, c, p.Supersede); err != nil {
-			return err
-		}
-		if c.Status == memory.StatusCurrent {
-			if err := checkSlot(ctx, tx, c, p.Supersede); err != nil {
-				return err
-			}
-		}
-		if err := supersedeClaim(ctx, tx, c.TenantID, p.Supersede, c.MemoryID, p.SupersededAt, version); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO memory_claims (`+claimColumns+`) VALUES
-			($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
-			c.TenantID, c.MemoryID, c.SubjectID, c.Namespace, c.Key, string(c.Value), c.SchemaVersion, c.Text,
-			c.Category, string(prov), c.Confidence, c.ValidFrom, c.ExpiresAt, string(c.Status),
-			c.InvalidatedAt, c.InvalidationReason, c.Supersedes, c.SupersededBy, c.SupersededAt,
-			c.ConsentBasis, c.ValueDigest, c.CreatedAt, c.ConfirmedAt, c.Confirmations, version); err != nil {
-			return err
-		}
-		if c.Status == memory.StatusCurrent {
-			if err := addProjections(ctx, tx, c, p.Vector, version); err != nil {
-				return err
-			}
-		}
-		out, err = getClaim(ctx, tx, c.TenantID, c.MemoryID, false)
+	err := db.memTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = insertTx(ctx, tx, p)
 		return err
 	})
 	if err != nil {
 		return memory.Claim{}, fmt.Errorf("insert claim %s: %w", c.MemoryID, err)
 	}
 	return out, nil
+}
+
+// insertTx is Insert within a write transaction.
+func insertTx(ctx context.Context, tx pgx.Tx, p memory.InsertParams) (memory.Claim, error) {
+	c := p.Claim
+	if p.Supersede != "" {
+		c.Supersedes = p.Supersede
+	}
+	prov, err := json.Marshal(c.Provenance)
+	if err != nil {
+		return memory.Claim{}, fmt.Errorf("encode provenance: %w", err)
+	}
+	version, err := lockSubject(ctx, tx, c.TenantID, c.SubjectID)
+	if err != nil {
+		return memory.Claim{}, err
+	}
+	var one int
+	err = tx.QueryRow(ctx, `SELECT 1 FROM memory_claims WHERE tenant_id = $1 AND memory_id = $2`, c.TenantID, c.MemoryID).Scan(&one)
+	if err == nil {
+		return memory.Claim{}, fmt.Errorf("the id is taken: %w", memory.ErrConflict)
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return memory.Claim{}, err
+	}
+	err = tx.QueryRow(ctx, `SELECT 1 FROM memory_tombstones WHERE tenant_id = $1 AND subject_id = $2 AND namespace = $3
+		AND key = $4 AND value_digest = $5`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).Scan(&one)
+	if err == nil {
+		return memory.Claim{}, memory.ErrTombstoned
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return memory.Claim{}, err
+	}
+	if err := checkSupersede(ctx, tx, c, p.Supersede); err != nil {
+		return memory.Claim{}, err
+	}
+	if c.Status == memory.StatusCurrent {
+		if err := checkSlot(ctx, tx, c, p.Supersede); err != nil {
+			return memory.Claim{}, err
+		}
+	}
+	if err := supersedeClaim(ctx, tx, c.TenantID, p.Supersede, c.MemoryID, p.SupersededAt, version); err != nil {
+		return memory.Claim{}, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO memory_claims (`+claimColumns+`) VALUES
+		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
+		c.TenantID, c.MemoryID, c.SubjectID, c.Namespace, c.Key, string(c.Value), c.SchemaVersion, c.Text,
+		c.Category, string(prov), c.Confidence, c.ValidFrom, c.ExpiresAt, string(c.Status),
+		c.InvalidatedAt, c.InvalidationReason, c.Supersedes, c.SupersededBy, c.SupersededAt,
+		c.ConsentBasis, c.ValueDigest, c.CreatedAt, c.ConfirmedAt, c.Confirmations, version); err != nil {
+		return memory.Claim{}, err
+	}
+	if c.Status == memory.StatusCurrent {
+		if err := addProjections(ctx, tx, c, p.Vector, version); err != nil {
+			return memory.Claim{}, err
+		}
+	}
+	return getClaim(ctx, tx, c.TenantID, c.MemoryID, false)
 }
 
 // Get implements memory.Store.
@@ -497,7 +504,10 @@ func (db *DB) Tombstones(ctx context.Context, tenantID, subjectID string) ([]mem
 
 // SearchText implements memory.Store: the english tsvector of each current
 // claim matched against the OR of plainto_tsquery of each word (every word a
-// bound parameter), ranked by ts_rank_cd normalised by document length.
+// bound parameter), ranked by ts_rank normalised by 1 + log(document length).
+// ts_rank_cd (cover density) ranked the 32,000 hits of a common word among
+// 100,000 claims four times slower (600 ms against 150 ms on a busy
+// machine); for claims of a dozen words, proximity adds little.
 func (db *DB) SearchText(ctx context.Context, q memory.TextQuery) ([]memory.Scored, error) {
 	if q.TenantID == "" || q.SubjectID == "" {
 		return nil, fmt.Errorf("search claims: tenant and subject are required: %w", memory.ErrInvalidInput)
@@ -519,7 +529,7 @@ func (db *DB) SearchText(ctx context.Context, q memory.TextQuery) ([]memory.Scor
 	if q.Limit > 0 {
 		limit = ` LIMIT ` + a.add(q.Limit)
 	}
-	rows, err := db.pool.Query(ctx, `SELECT t.memory_id, ts_rank_cd(t.tsv, q.q, 1)::float8 AS score
+	rows, err := db.pool.Query(ctx, `SELECT t.memory_id, ts_rank(t.tsv, q.q, 1)::float8 AS score
 		FROM memory_text t, (SELECT `+strings.Join(parts, " || ")+` AS q) q
 		WHERE t.tenant_id = $1 AND t.subject_id = $2 AND ($3 = '' OR t.namespace = $3)
 			AND (t.expires_at IS NULL OR t.expires_at > $4) AND t.tsv @@ q.q

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,6 +37,12 @@ type DB struct {
 	pool      *pgxpool.Pool
 	retention retentionCursor
 	opLedger  // the toolop.Store methods
+	// commits lets a commit compute its delta and chain in Go (nil: every
+	// commit leaves them to SQL, as in a database whose encoding is not
+	// UTF8, where jsonb text and octet lengths are not what jsonbText knows).
+	commits *commitCache
+	// fastCommits counts the commits commitFast made (tests check it is taken).
+	fastCommits atomic.Int64
 }
 
 // Open connects to PostgreSQL and applies the embedded migrations that are
@@ -66,7 +73,16 @@ func Open(ctx context.Context, connString string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	return &DB{pool: pool, opLedger: ledger.New(ledgerDialect{pool})}, nil
+	db := &DB{pool: pool, opLedger: ledger.New(ledgerDialect{pool})}
+	var enc string
+	if err := pool.QueryRow(ctx, `SHOW server_encoding`).Scan(&enc); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: read server encoding: %w", err)
+	}
+	if enc == "UTF8" {
+		db.commits = newCommitCache()
+	}
+	return db, nil
 }
 
 // Close closes every connection of the pool.

@@ -162,8 +162,10 @@ WITH c AS (
 	DELETE FROM tool_operations o USING d WHERE o.tenant_id = d.tenant_id AND o.run_id = d.run_id
 ), dap AS (
 	DELETE FROM approvals a USING d WHERE a.tenant_id = d.tenant_id AND a.run_id = d.run_id
+), dsu AS (
+	-- Run summaries live with the run.
+	DELETE FROM summaries s USING d WHERE s.tenant_id = d.tenant_id AND s.owner_kind = 'run' AND s.owner_id = d.run_id
 )
--- Run summaries, once they exist, are deleted here too: they live with the run.
 SELECT count(*), max(finished_at),
 	(array_agg(tenant_id ORDER BY finished_at DESC, tenant_id DESC, run_id DESC))[1],
 	(array_agg(run_id ORDER BY finished_at DESC, tenant_id DESC, run_id DESC))[1]

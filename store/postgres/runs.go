@@ -160,6 +160,12 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 			r.CreatedAt = created.UTC()
 			r.UpdatedAt = r.CreatedAt
 			r.Spent, r.VerifiedSeq = map[string]int64{}, 0
+			if db.commits != nil && len(r.State) <= commitCacheMaxState {
+				if _, members, ok := jsonbObject(r.State); ok {
+					db.commits.put(r.TenantID, r.RunID, &commitEntry{rev: 1, chain: r.Chain,
+						status: string(r.Status), version: r.StateSchemaVersion, members: members})
+				}
+			}
 			return r, true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
@@ -548,9 +554,56 @@ SELECT workflow_name, workflow_version, state_schema_version, status, state_revi
 	chain_head, verified_seq, spent, last_change
 FROM u`
 
+// commitFastSQL is commitSQL with the delta ($16, NULL for a snapshot) and
+// the new chain head ($20) computed in Go from the commit cache's entry
+// (commitcache.go): the same statement without the JSONB walk, re-encoding
+// and hashing. The entry was computed against chain head $21, status $22
+// and schema version $23, so the guard also requires those; the chain head
+// covers every event, so the state the delta was computed against is the
+// row's.
+var commitFastSQL = `
+WITH u AS (
+	UPDATE runs SET
+		state = $6::jsonb,
+		next_step = $7::text,
+		status = CASE WHEN $8::text = '' THEN status ELSE $8::text END,
+		status_reason = $9,
+		state_schema_version = CASE WHEN $10::int > 0 THEN $10::int ELSE state_schema_version END,
+		state_revision = state_revision + 1,
+		updated_at = now(),
+		finished_at = CASE WHEN $8::text IN ` + terminalSQL + ` THEN now() ELSE finished_at END,
+		last_change = $16::jsonb,
+		chain_head = $20::text,
+		spent = CASE WHEN $17::jsonb IS NULL OR spent IS NULL THEN spent ELSE memento_add_spend(spent, $17::jsonb) END,
+		verified_seq = CASE WHEN $18::bigint > 0 THEN $18::bigint ELSE verified_seq END
+	WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
+	  AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
+	  AND status = ANY($11::text[])
+	  AND chain_head = $21::text AND status = $22::text AND state_schema_version = $23::int` + schemaGuardSQL + `
+	RETURNING workflow_name, workflow_version, state_schema_version, status, state_revision,
+		lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
+		verified_seq, spent
+), e AS (
+	INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
+		state, delta, next_step, status, state_schema_version, created_at, chain)
+	SELECT $1::text, $2::text, u.state_revision, $12::text, $13::text, $14::int, $15::jsonb,
+		CASE WHEN $16::jsonb IS NULL THEN $6::jsonb END, $16::jsonb,
+		$7::text, u.status, u.state_schema_version, u.updated_at, $20::text
+	FROM u
+)
+SELECT workflow_name, workflow_version, state_schema_version, status, state_revision,
+	lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
+	verified_seq, spent
+FROM u`
+
+// errCommitRaced is diagnoseCommit's answer when every check passes now.
+var errCommitRaced = fmt.Errorf("concurrent change: %w", run.ErrRevisionConflict)
+
 // Commit appends the event and replaces the state in one statement, guarded
 // by revision, lease and status. Only when it changes nothing does it read
-// the run to tell which check failed.
+// the run to tell which check failed. When the commit cache holds the run
+// at the expected revision the statement is commitFastSQL (delta and chain
+// from Go), otherwise commitSQL.
 func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCommit) (run.Run, run.Event, error) {
 	from := make([]string, len(c.FromStatuses))
 	for i, s := range c.FromStatuses {
@@ -558,11 +611,121 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 	}
 	payload := orEmptyObject(c.Event.Payload)
 	state := orEmptyObject(c.State)
+	snapshot := run.IsSnapshotSeq(c.ExpectedRevision + 1)
+	var (
+		stateText []byte
+		members   []jsonbMember
+		canonical bool
+	)
+	if db.commits != nil && len(state) <= commitCacheMaxState {
+		stateText, members, canonical = jsonbObject(state)
+	}
+	if canonical {
+		if e := db.commits.get(tenantID, runID, c.ExpectedRevision); e != nil {
+			r, ev, err, done := db.commitFast(ctx, tenantID, runID, c, from, payload, state, stateText, members, snapshot, e)
+			if done {
+				return r, ev, err
+			}
+		}
+	}
+	r, ev, err := db.commitSQL(ctx, tenantID, runID, c, from, payload, state, snapshot)
+	if db.commits != nil {
+		if err == nil && canonical {
+			db.commits.put(tenantID, runID, &commitEntry{rev: r.StateRevision, chain: r.Chain,
+				status: string(r.Status), version: r.StateSchemaVersion, members: members})
+		} else {
+			db.commits.drop(tenantID, runID)
+		}
+	}
+	return r, ev, err
+}
+
+// commitFast is the commit with its delta and chain computed from the
+// cache entry e. done false sends the caller to the SQL path: the payload
+// has no jsonb text computed here, or the guard refused the commit while
+// every check the caller knows of passes (the entry was stale).
+func (db *DB) commitFast(ctx context.Context, tenantID, runID string, c run.StoreCommit, from []string,
+	payload, state, stateText json.RawMessage, members []jsonbMember, snapshot bool, e *commitEntry,
+) (run.Run, run.Event, error, bool) {
+	payloadText, ok := jsonbText(payload)
+	if !ok {
+		return run.Run{}, run.Event{}, nil, false
+	}
 	r := run.Run{
 		TenantID: tenantID, RunID: runID, StatusReason: c.StatusReason, NextStep: c.NextStep,
 		State: state, LeaseOwner: c.Owner, LeaseEpoch: c.Epoch,
 	}
-	snapshot := run.IsSnapshotSeq(c.ExpectedRevision + 1)
+	status, version := run.Status(e.status), e.version
+	if c.Status != "" {
+		status = c.Status
+	}
+	if c.StateSchemaVersion > 0 {
+		version = c.StateSchemaVersion
+	}
+	ev := run.Event{
+		Seq: c.ExpectedRevision + 1, EventType: c.Event.EventType, StepID: c.Event.StepID,
+		Attempt: c.Event.Attempt, Payload: payloadText, State: state, NextStep: c.NextStep,
+		Status: status, StateSchemaVersion: version, Snapshot: snapshot, Change: stateText,
+	}
+	var delta any // NULL for a snapshot
+	if !snapshot {
+		ev.Change = jsonbDelta(e.members, members)
+		delta = ev.Change
+	}
+	ev.Chain = run.ChainNext(e.chain, ev)
+	var (
+		dbStatus string
+		exp      *time.Time
+		spent    []byte
+	)
+	err := db.pool.QueryRow(ctx, commitFastSQL,
+		tenantID, runID, c.ExpectedRevision, c.Owner, c.Epoch,
+		state, c.NextStep, string(c.Status), c.StatusReason, c.StateSchemaVersion, from,
+		c.Event.EventType, c.Event.StepID, c.Event.Attempt, payload,
+		delta, encodeSpend(c.Spend), c.VerifiedSeq, c.Schema.Digest,
+		ev.Chain, e.chain, e.status, e.version,
+	).Scan(&r.WorkflowName, &r.WorkflowVersion, &r.StateSchemaVersion, &dbStatus, &r.StateRevision,
+		&exp, &r.ParentRunID, &r.ParentRevision, &r.CreatedAt, &r.UpdatedAt,
+		&r.VerifiedSeq, &spent)
+	if errors.Is(err, pgx.ErrNoRows) {
+		db.commits.drop(tenantID, runID)
+		diag := db.diagnoseCommit(ctx, tenantID, runID, c, from)
+		if errors.Is(diag, errCommitRaced) {
+			return run.Run{}, run.Event{}, nil, false
+		}
+		return run.Run{}, run.Event{}, diag, true
+	}
+	if err == nil {
+		err = decodeSpent(spent, &r.Spent)
+	}
+	if err != nil {
+		db.commits.drop(tenantID, runID)
+		return run.Run{}, run.Event{}, err, true
+	}
+	r.Status = run.Status(dbStatus)
+	r.Chain = ev.Chain
+	r.LeaseExpiresAt = utcPtr(exp)
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	// The event as the SQL path returns it: the payload as sent.
+	ev.Payload, ev.CreatedAt = payload, r.UpdatedAt
+	if snapshot {
+		ev.Change = nil
+	}
+	db.commits.put(tenantID, runID, &commitEntry{rev: r.StateRevision, chain: r.Chain,
+		status: string(r.Status), version: r.StateSchemaVersion, members: members})
+	db.fastCommits.Add(1)
+	return r, ev, nil, true
+}
+
+// commitSQL is the commit with its delta and chain computed by the database.
+func (db *DB) commitSQL(ctx context.Context, tenantID, runID string, c run.StoreCommit, from []string,
+	payload, state json.RawMessage, snapshot bool,
+) (run.Run, run.Event, error) {
+	r := run.Run{
+		TenantID: tenantID, RunID: runID, StatusReason: c.StatusReason, NextStep: c.NextStep,
+		State: state, LeaseOwner: c.Owner, LeaseEpoch: c.Epoch,
+	}
 	var (
 		status       string
 		exp          *time.Time
@@ -648,7 +811,7 @@ func (db *DB) diagnoseCommit(ctx context.Context, tenantID, runID string, c run.
 	// Every check passes now, so the run changed between the two statements
 	// (a revision only grows and an expired lease never comes back): the
 	// caller raced another commit.
-	return fmt.Errorf("concurrent change: %w", run.ErrRevisionConflict)
+	return errCommitRaced
 }
 
 // CreateCheckpoint labels an existing revision of a run.

@@ -188,3 +188,51 @@ func TestOpenUnreachable(t *testing.T) {
 		t.Fatalf("open of a non-redis URL: %v", err)
 	}
 }
+
+// TestAppendBeyondLuaUnpack: Lua's unpack refuses more than ~8000 values,
+// so an append that writes or trims thousands of fields at once (a batch
+// limit raised, or a cap lowered under sessions that hold many messages)
+// must still land and trim exactly.
+func TestAppendBeyondLuaUnpack(t *testing.T) {
+	s := openStore(t)
+	ctx := t.Context()
+	if _, _, err := s.Put(ctx, session.PutParams{TenantID: "t", SessionID: "big", UserID: "u", State: json.RawMessage(`{}`), TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]session.MessageInput, 5000)
+	for i := range batch {
+		batch[i] = session.MessageInput{Role: "user", Content: "m"}
+	}
+	for i := 0; i < 2; i++ {
+		res, err := s.Append(ctx, "t", "big", "u", batch, 1_000_000)
+		if err != nil {
+			t.Fatalf("append batch %d of %d messages: %v", i, len(batch), err)
+		}
+		if res.MessageCount != (i+1)*len(batch) || res.Trimmed != 0 {
+			t.Fatalf("batch %d: %+v", i, res)
+		}
+	}
+	res, err := s.Append(ctx, "t", "big", "u", batch[:1], 100)
+	if err != nil {
+		t.Fatalf("append under a lowered cap: %v", err)
+	}
+	if res.MessageCount != 100 || res.Trimmed != 2*len(batch)+1-100 || res.Messages[0].Seq != int64(2*len(batch)+1) {
+		t.Fatalf("append under a lowered cap: count %d trimmed %d seq %d", res.MessageCount, res.Trimmed, res.Messages[0].Seq)
+	}
+	n, err := s.Client().HLen(ctx, s.Prefix()+"{t:t:s:big}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := s.Messages(ctx, "t", "big", "u", session.MessageQuery{Limit: 1000})
+	if err != nil || len(msgs) != 100 {
+		t.Fatalf("messages after the trim: %d %v", len(msgs), err)
+	}
+	for _, m := range msgs {
+		if m.Seq <= int64(2*len(batch)+1-100) {
+			t.Fatalf("message %d outlived the trim", m.Seq)
+		}
+	}
+	if n > 100+20 { // the messages plus the record fields
+		t.Fatalf("session hash keeps %d fields after the trim", n)
+	}
+}

@@ -156,13 +156,20 @@ for i = 1, n do
   args[#args + 1] = '#' .. seq
   args[#args + 1] = seq .. '|' .. fmt('%d', t0 + i - 1) .. '|' .. ARGV[i + 2]
 end
-redis.call('HSET', KEYS[1], unpack(args))
+-- unpack refuses more than ~8000 values: write and drop in slices (the
+-- script is atomic all the same); args has pairs, and a slice an even size
+local function each_slice(cmd, list)
+  for i = 1, #list, 1000 do
+    redis.call(cmd, KEYS[1], unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+each_slice('HSET', args)
 if trimmed > 0 then
   -- the oldest live seqs; new ones past the cap in a large batch go too
   local old = {}
   local first = ls - count + 1
   for s = first, first + trimmed - 1 do old[#old + 1] = '#' .. fmt('%d', s) end
-  redis.call('HDEL', KEYS[1], unpack(old))
+  each_slice('HDEL', old)
 end
 redis.call('PEXPIRE', KEYS[1], v[3])
 return {'ok', trimmed, count + n - trimmed, ls + 1, t0, x, score}

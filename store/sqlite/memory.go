@@ -110,12 +110,25 @@ func dropProjections(ctx context.Context, tx *sql.Tx, tenantID, memoryID string)
 	return err
 }
 
+// ftsRow is the scope and body columns of c's full-text row: the body's
+// tokens carry the subject's scope as a prefix (see migration 0009).
+func ftsRow(c memory.Claim) (scope, body string) {
+	s := memsql.SubjectScope(c.TenantID, c.SubjectID)
+	var b strings.Builder
+	for _, t := range memsql.Tokens(c.Text) {
+		b.WriteString(s)
+		b.WriteString(t)
+		b.WriteByte(' ')
+	}
+	return s + " " + memsql.NamespaceScope(c.TenantID, c.SubjectID, c.Namespace), b.String()
+}
+
 // addProjections writes the full-text row of a claim that became current
 // and, when vec is set, its vector.
 func addProjections(ctx context.Context, tx *sql.Tx, c memory.Claim, vec *memory.Vector, version int64) error {
-	scope := memsql.SubjectScope(c.TenantID, c.SubjectID) + " " + memsql.NamespaceScope(c.TenantID, c.SubjectID, c.Namespace)
+	scope, body := ftsRow(c)
 	res, err := tx.ExecContext(ctx, `INSERT INTO memory_fts (scope, body, tenant_id, memory_id) VALUES (?, ?, ?, ?)`,
-		scope, c.Text, c.TenantID, c.MemoryID)
+		scope, body, c.TenantID, c.MemoryID)
 	if err != nil {
 		return fmt.Errorf("index text: %w", err)
 	}
@@ -195,64 +208,71 @@ func (db *DB) Insert(ctx context.Context, p memory.InsertParams) (memory.Claim, 
 	if c.TenantID == "" || c.SubjectID == "" || c.MemoryID == "" {
 		return memory.Claim{}, fmt.Errorf("insert claim: tenant, subject and memory id are required: %w", memory.ErrInvalidInput)
 	}
-	prov, err := json.Marshal(c.Provenance)
-	if err != nil {
-		return memory.Claim{}, fmt.Errorf("insert claim %s: encode provenance: %w", c.MemoryID, err)
-	}
-	if p.Supersede != "" {
-		c.Supersedes = p.Supersede
-	}
 	var out memory.Claim
-	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM memory_claims WHERE tenant_id = ? AND memory_id = ?`, c.TenantID, c.MemoryID).Scan(&one)
-		if err == nil {
-			return fmt.Errorf("the id is taken: %w", memory.ErrConflict)
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		err = tx.QueryRowContext(ctx, `SELECT 1 FROM memory_tombstones WHERE tenant_id = ? AND subject_id = ? AND namespace = ?
-			AND key = ? AND value_digest = ?`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).Scan(&one)
-		if err == nil {
-			return memory.ErrTombstoned
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if err := checkSupersede(ctx, tx, c, p.Supersede); err != nil {
-			return err
-		}
-		if c.Status == memory.StatusCurrent {
-			if err := checkSlot(ctx, tx, c, p.Supersede); err != nil {
-				return err
-			}
-		}
-		version, err := bumpSubject(ctx, tx, c.TenantID, c.SubjectID)
-		if err != nil {
-			return err
-		}
-		if err := supersedeClaim(ctx, tx, c.TenantID, p.Supersede, c.MemoryID, p.SupersededAt, version); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO memory_claims (`+claimColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			c.TenantID, c.MemoryID, c.SubjectID, c.Namespace, c.Key, string(c.Value), c.SchemaVersion, c.Text,
-			c.Category, string(prov), c.Confidence, c.ValidFrom.UnixMicro(), microsOrNil(c.ExpiresAt), string(c.Status),
-			microsOrNil(c.InvalidatedAt), c.InvalidationReason, c.Supersedes, c.SupersededBy, microsOrNil(c.SupersededAt),
-			c.ConsentBasis, c.ValueDigest, c.CreatedAt.UnixMicro(), c.ConfirmedAt.UnixMicro(), c.Confirmations, version); err != nil {
-			return err
-		}
-		if c.Status == memory.StatusCurrent {
-			if err := addProjections(ctx, tx, c, p.Vector, version); err != nil {
-				return err
-			}
-		}
-		out, err = getClaim(ctx, tx, c.TenantID, c.MemoryID)
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = insertTx(ctx, tx, p)
 		return err
 	})
 	if err != nil {
 		return memory.Claim{}, fmt.Errorf("insert claim %s: %w", c.MemoryID, err)
 	}
 	return out, nil
+}
+
+// insertTx is Insert within a write transaction.
+func insertTx(ctx context.Context, tx *sql.Tx, p memory.InsertParams) (memory.Claim, error) {
+	c := p.Claim
+	if p.Supersede != "" {
+		c.Supersedes = p.Supersede
+	}
+	prov, err := json.Marshal(c.Provenance)
+	if err != nil {
+		return memory.Claim{}, fmt.Errorf("encode provenance: %w", err)
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, `SELECT 1 FROM memory_claims WHERE tenant_id = ? AND memory_id = ?`, c.TenantID, c.MemoryID).Scan(&one)
+	if err == nil {
+		return memory.Claim{}, fmt.Errorf("the id is taken: %w", memory.ErrConflict)
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return memory.Claim{}, err
+	}
+	err = tx.QueryRowContext(ctx, `SELECT 1 FROM memory_tombstones WHERE tenant_id = ? AND subject_id = ? AND namespace = ?
+		AND key = ? AND value_digest = ?`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).Scan(&one)
+	if err == nil {
+		return memory.Claim{}, memory.ErrTombstoned
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return memory.Claim{}, err
+	}
+	if err := checkSupersede(ctx, tx, c, p.Supersede); err != nil {
+		return memory.Claim{}, err
+	}
+	if c.Status == memory.StatusCurrent {
+		if err := checkSlot(ctx, tx, c, p.Supersede); err != nil {
+			return memory.Claim{}, err
+		}
+	}
+	version, err := bumpSubject(ctx, tx, c.TenantID, c.SubjectID)
+	if err != nil {
+		return memory.Claim{}, err
+	}
+	if err := supersedeClaim(ctx, tx, c.TenantID, p.Supersede, c.MemoryID, p.SupersededAt, version); err != nil {
+		return memory.Claim{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO memory_claims (`+claimColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.TenantID, c.MemoryID, c.SubjectID, c.Namespace, c.Key, string(c.Value), c.SchemaVersion, c.Text,
+		c.Category, string(prov), c.Confidence, c.ValidFrom.UnixMicro(), microsOrNil(c.ExpiresAt), string(c.Status),
+		microsOrNil(c.InvalidatedAt), c.InvalidationReason, c.Supersedes, c.SupersededBy, microsOrNil(c.SupersededAt),
+		c.ConsentBasis, c.ValueDigest, c.CreatedAt.UnixMicro(), c.ConfirmedAt.UnixMicro(), c.Confirmations, version); err != nil {
+		return memory.Claim{}, err
+	}
+	if c.Status == memory.StatusCurrent {
+		if err := addProjections(ctx, tx, c, p.Vector, version); err != nil {
+			return memory.Claim{}, err
+		}
+	}
+	return getClaim(ctx, tx, c.TenantID, c.MemoryID)
 }
 
 // Get implements memory.Store.
@@ -540,56 +560,85 @@ func (db *DB) Tombstones(ctx context.Context, tenantID, subjectID string) ([]mem
 	return out, nil
 }
 
-// SearchText implements memory.Store with FTS5: the subject's scope token
-// ANDed with the ORed words, ranked by bm25() with the scope column weighed
-// 0. FTS5's collection statistics are the whole table's, so scores depend a
-// little on other subjects' text; which claims match never does.
+// SearchText implements memory.Store with FTS5: the query's stemmed words,
+// each prefixed with the subject's scope token and ORed, ranked by bm25()
+// (the scope column weighed 0). A scoped token's posting list is the
+// subject's alone, so the cost follows the subject's hits, not the table's,
+// and the document frequencies are the subject's; only the average length
+// and row count bm25() uses are the table's. The namespace is filtered on
+// the claim row.
 func (db *DB) SearchText(ctx context.Context, q memory.TextQuery) ([]memory.Scored, error) {
 	if q.TenantID == "" || q.SubjectID == "" {
 		return nil, fmt.Errorf("search claims: tenant and subject are required: %w", memory.ErrInvalidInput)
 	}
-	words := memsql.Words(q.Terms)
+	words := memsql.QueryTokens(q.Terms)
 	if len(words) == 0 {
 		return nil, nil
 	}
+	scope := memsql.SubjectScope(q.TenantID, q.SubjectID)
 	for i, w := range words {
-		words[i] = `"` + w + `"` // a word holds letters and digits only: quoting makes it a plain string
+		words[i] = `"` + scope + w + `"` // letters and digits only: quoted, a plain token
 	}
-	match := `scope:` + memsql.SubjectScope(q.TenantID, q.SubjectID)
-	if q.Namespace != "" {
-		match += ` AND scope:` + memsql.NamespaceScope(q.TenantID, q.SubjectID, q.Namespace)
-	}
-	match += ` AND body:(` + strings.Join(words, " OR ") + `)`
+	match := `body:(` + strings.Join(words, " OR ") + `)`
 	now := q.Now
 	if now.IsZero() {
 		now = db.now()
 	}
-	limit := -1
-	if q.Limit > 0 {
-		limit = q.Limit
+	if q.Limit <= 0 {
+		out, _, err := db.searchText(ctx, q, match, now, -1)
+		return out, err
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT c.memory_id, bm25(memory_fts, 0.0, 1.0) AS r
-		FROM memory_fts JOIN memory_claims c ON c.tenant_id = memory_fts.tenant_id AND c.memory_id = memory_fts.memory_id
-		WHERE memory_fts MATCH ? AND memory_fts.tenant_id = ? AND c.subject_id = ? AND c.status = 'current'
-			AND (c.expires_at IS NULL OR c.expires_at > ?) AND (? = '' OR c.namespace = ?)
-		ORDER BY r, c.memory_id LIMIT ?`, match, q.TenantID, q.SubjectID, now.UnixMicro(), q.Namespace, q.Namespace, limit)
+	// The best hits are ranked inside FTS5 and only they are read from the
+	// claims: reading every hit's claim costs more than ranking it. A few
+	// more than asked for cover claims that expired but still have their
+	// row; when the filters leave too few, the search runs uncut.
+	fetch := 2*q.Limit + 16
+	out, cut, err := db.searchText(ctx, q, match, now, fetch)
+	if err == nil && cut && len(out) < q.Limit {
+		out, _, err = db.searchText(ctx, q, match, now, -1)
+	}
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, err
+}
+
+// searchText ranks the fetch best hits of match (all for -1), keeps those
+// whose claims pass q's filters, and reports whether fetch cut the hits.
+func (db *DB) searchText(ctx context.Context, q memory.TextQuery, match string, now time.Time, fetch int) ([]memory.Scored, bool, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT f.memory_id, h.r, c.memory_id IS NOT NULL
+		FROM (SELECT rowid, bm25(memory_fts, 0.0, 1.0) AS r FROM memory_fts WHERE memory_fts MATCH ? ORDER BY r LIMIT ?) h
+		JOIN memory_fts f ON f.rowid = h.rowid
+		LEFT JOIN memory_claims c ON c.tenant_id = ? AND c.memory_id = f.memory_id AND c.subject_id = ?
+			AND c.status = 'current' AND (c.expires_at IS NULL OR c.expires_at > ?) AND (? = '' OR c.namespace = ?)
+		WHERE f.tenant_id = ?
+		ORDER BY h.r, f.memory_id`, match, fetch, q.TenantID, q.SubjectID, now.UnixMicro(), q.Namespace, q.Namespace, q.TenantID)
 	if err != nil {
-		return nil, fmt.Errorf("search claims: %w", err)
+		return nil, false, fmt.Errorf("search claims: %w", err)
 	}
 	defer rows.Close()
-	var out []memory.Scored
+	var (
+		out  []memory.Scored
+		hits int
+	)
 	for rows.Next() {
-		var s memory.Scored
-		if err := rows.Scan(&s.MemoryID, &s.Score); err != nil {
-			return nil, fmt.Errorf("search claims: %w", err)
+		var (
+			s    memory.Scored
+			keep bool
+		)
+		if err := rows.Scan(&s.MemoryID, &s.Score, &keep); err != nil {
+			return nil, false, fmt.Errorf("search claims: %w", err)
 		}
-		s.Score = -s.Score // bm25() is lower-is-better
-		out = append(out, s)
+		hits++
+		if keep {
+			s.Score = -s.Score // bm25() is lower-is-better
+			out = append(out, s)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("search claims: %w", err)
+		return nil, false, fmt.Errorf("search claims: %w", err)
 	}
-	return out, nil
+	return out, fetch >= 0 && hits >= fetch, nil
 }
 
 // Vectors implements memory.Store. The rows and the version are read in one

@@ -197,8 +197,9 @@ func (db *DB) DeleteTerminalBefore(ctx context.Context, cutoff time.Time, limit 
 		}
 		// Explicit deletes, tenant first, rather than relying on the cascade:
 		// the same statements a distributed backend would run per shard.
-		// Run summaries, once they exist, are deleted here too.
+		// Run summaries go with their run.
 		for _, q := range []string{
+			`DELETE FROM summaries WHERE tenant_id = ? AND owner_kind = 'run' AND owner_id = ?`,
 			`DELETE FROM run_events WHERE tenant_id = ? AND run_id = ?`,
 			`DELETE FROM run_checkpoints WHERE tenant_id = ? AND run_id = ?`,
 			`DELETE FROM run_wakeups WHERE tenant_id = ? AND run_id = ?`,

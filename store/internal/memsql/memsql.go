@@ -8,11 +8,46 @@ import (
 	"math"
 	"strings"
 	"unicode"
+
+	"github.com/kljensen/snowball/english"
 )
 
 // MaxWords bounds the words of one full-text query: a query is ORed words,
 // and a pasted paragraph must not become a thousand-branch query.
 const MaxWords = 64
+
+// splitWords is the lowercase letter/digit runs of s.
+func splitWords(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+}
+
+// Stem is the Porter2 (snowball english) stem of a lowercase word.
+func Stem(w string) string { return english.Stem(w, true) }
+
+// Tokens is what full text indexes of text: every lowercase letter/digit
+// run, stemmed, in order, repeats kept (they are the term frequencies).
+func Tokens(text string) []string {
+	ws := splitWords(text)
+	for i, w := range ws {
+		ws[i] = Stem(w)
+	}
+	return ws
+}
+
+// QueryTokens is Words, stemmed and deduplicated again (two words may share a stem).
+func QueryTokens(terms []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range Words(terms) {
+		if s := Stem(w); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // Words splits query terms into lowercase letter/digit runs, deduplicated,
 // at most MaxWords. What comes out has no character a query syntax could
@@ -21,9 +56,7 @@ func Words(terms []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, t := range terms {
-		for _, w := range strings.FieldsFunc(strings.ToLower(t), func(r rune) bool {
-			return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-		}) {
+		for _, w := range splitWords(t) {
 			if seen[w] {
 				continue
 			}
@@ -49,7 +82,8 @@ func scope(prefix string, parts ...string) string {
 	return prefix + hex.EncodeToString(h.Sum(nil)[:16]) + "0"
 }
 
-// SubjectScope is the token every full-text row of (tenant, subject) carries.
+// SubjectScope is the token every full-text row of (tenant, subject) carries
+// in its scope column, and the prefix of every token of its text.
 func SubjectScope(tenantID, subjectID string) string {
 	return scope("s", tenantID, subjectID)
 }

@@ -49,3 +49,12 @@ func TestVectorRoundTrip(t *testing.T) {
 		t.Fatal("a short blob decoded")
 	}
 }
+
+func TestTokens(t *testing.T) {
+	if got := Tokens("Drinks green TEAS, drinking-teas!"); !slices.Equal(got, []string{"drink", "green", "tea", "drink", "tea"}) {
+		t.Fatalf("tokens %q", got)
+	}
+	if got := QueryTokens([]string{"drinks", "drinking", "Tea"}); !slices.Equal(got, []string{"drink", "tea"}) {
+		t.Fatalf("query tokens %q", got)
+	}
+}

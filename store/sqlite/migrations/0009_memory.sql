@@ -42,16 +42,20 @@ CREATE UNIQUE INDEX memory_claims_current ON memory_claims (tenant_id, subject_i
 -- A subject's claims in list order (and forget's scan).
 CREATE INDEX memory_claims_subject ON memory_claims (tenant_id, subject_id, created_at, memory_id);
 
--- Full text of current claims. scope holds two tokens, one for (tenant,
--- subject) and one for (tenant, subject, namespace) (store/internal/memsql),
--- so a query MATCHes `scope:S AND body:(w1 OR w2)` and FTS5 intersects the
--- posting lists instead of filtering the whole tenant's hits afterwards.
--- Contentless: the text lives in memory_claims; tenant_id and memory_id are
--- kept (contentless_unindexed) so a hit names its claim and the row its tenant.
+-- Full text of current claims. The text is tokenized in Go (letter/digit
+-- runs, Porter2 stems: store/internal/memsql) and every token is written
+-- prefixed with the (tenant, subject) scope token, so a word's posting list
+-- in this table holds one subject's claims only: a query for a subject's
+-- words reads nothing of any other subject's, and bm25()'s document
+-- frequencies are the subject's own. unicode61 without diacritic removal
+-- keeps each Go token whole. scope holds the plain (tenant, subject) and
+-- (tenant, subject, namespace) tokens, for forget and counting. Contentless:
+-- the text lives in memory_claims; tenant_id and memory_id are kept
+-- (contentless_unindexed) so a hit names its claim and the row its tenant.
 CREATE VIRTUAL TABLE memory_fts USING fts5(
     scope, body, tenant_id UNINDEXED, memory_id UNINDEXED,
     content = '', contentless_delete = 1, contentless_unindexed = 1,
-    tokenize = 'porter unicode61'
+    tokenize = 'unicode61 remove_diacritics 0'
 );
 
 -- Embeddings of current claims, one per model.

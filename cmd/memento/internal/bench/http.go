@@ -49,7 +49,7 @@ func startHTTP(ctx context.Context, pgURL string) (*httpBench, error) {
 	// does, personal data masked; the lines are formatted (that cost is
 	// measured) and then discarded.
 	log := slog.New(pii.NewLogHandler(slog.NewJSONHandler(io.Discard, nil), nil))
-	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Ready: eng.Ready,
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Summaries: eng.Summaries, Ready: eng.Ready,
 		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 		Logger: log})
 	if err != nil {
