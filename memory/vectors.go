@@ -10,6 +10,13 @@ import (
 	"github.com/mementohq/memento/search"
 )
 
+// exactVectorLimit is where a subject's vectors move from the exact scan to
+// the approximate graph. It is far above search.DefaultExactLimit, the
+// query-time crossover, because the graph is built on the search that
+// crosses the limit: at 100k vectors of 256 dimensions that build took
+// minutes (bench memory), while the exact scan stays near 13 ms.
+const exactVectorLimit = 200_000
+
 // reembedBatch bounds how many claims one search re-embeds after a model
 // change; the rest follow on later searches (or `memento memory reembed`).
 const reembedBatch = 256
@@ -52,7 +59,7 @@ func (vc *vectorCache) entry(tenant, subject string, dim int) *vectorEntry {
 		vc.lru.MoveToFront(el)
 		return el.Value.(*vectorEntry)
 	}
-	e := &vectorEntry{key: k, index: search.NewVectorIndex(dim)}
+	e := &vectorEntry{key: k, index: search.NewVectorIndexWith(dim, search.Options{ExactLimit: exactVectorLimit})}
 	vc.entries[k] = vc.lru.PushFront(e)
 	for vc.lru.Len() > vc.max {
 		old := vc.lru.Back()
