@@ -126,7 +126,7 @@ func memoryClient(t *testing.T, backend string) {
 		t.Fatalf("history: %+v %v", h, err)
 	}
 	res, err := c.SearchMemories(ctx, memory.SearchQuery{SubjectID: "ann", Query: "Petersburg", K: 3, HalfLife: time.Hour})
-	if err != nil || len(res.Items) != 1 || res.Items[0].MemoryID != second.Claim.MemoryID || res.Items[0].Parts.FulltextRank != 1 || res.Mode != memory.ModeFulltext {
+	if err != nil || len(res.Items) != 1 || res.Items[0].MemoryID != second.Claim.MemoryID || res.Items[0].Parts.FulltextRank != 1 || (res.Model != "") != (res.Mode == memory.ModeHybrid) {
 		t.Fatalf("search: %+v %v", res, err)
 	}
 

@@ -102,7 +102,7 @@ func TestMemoryCommands(t *testing.T) {
 		t.Fatalf("history:\n%s", out)
 	}
 	out = run("memory", "search", "petersburg", "--subject", "u1")
-	if !strings.Contains(out, "Saint Petersburg") || !strings.Contains(out, "mode fulltext, 1 hits") {
+	if !strings.Contains(out, "Saint Petersburg") || !strings.Contains(out, "mode hybrid, 1 hits") {
 		t.Fatalf("search:\n%s", out)
 	}
 
