@@ -26,6 +26,10 @@ const (
 // windowRadius is how many neighbours on each side an item's window holds.
 const windowRadius = 2
 
+// neighbours is how many items after a chosen one come with it (an answer
+// often follows the turn that matched).
+const neighbours = 1
+
 // relevantCandidates bounds how many older items each ranking proposes.
 const relevantCandidates = 400
 
@@ -316,7 +320,10 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 			return err
 		}
 		dates := map[string]bool{}
-		for _, i := range ranked {
+		take := func(i int) {
+			if i < 0 || i >= start || chosen[i] {
+				return
+			}
 			t := ic.line[i]
 			d := h.items[i].date
 			if d != "" && !dates[d] {
@@ -326,6 +333,12 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 				chosen[i] = true
 				left -= t
 				dates[d] = true
+			}
+		}
+		for _, i := range ranked {
+			take(i)
+			for k := 1; k <= neighbours; k++ {
+				take(i + k)
 			}
 		}
 		if len(chosen) > 0 {
