@@ -35,7 +35,8 @@ type Store struct {
 	sessions  map[key]*sessionRow
 	vault     map[key]pii.Record
 	schemas   map[schemaKey]run.Schema
-	mem       memoryState // see Memory
+	mem       memoryState    // see Memory
+	ret       retrievalState // see Retrieval
 }
 
 // New returns an empty store.
