@@ -401,6 +401,7 @@ func testRetLeakProbe(t *testing.T, s retrieval.Store) {
 		}
 	}
 	acls := map[string][]string{}
+	chunkIDs := map[string]string{} // every chunk id ever written -> its document
 	putDoc := func(id string) {
 		var acl []string
 		switch rng.IntN(10) {
@@ -419,8 +420,11 @@ func testRetLeakProbe(t *testing.T, s retrieval.Store) {
 		for range 8 + rng.IntN(20) {
 			b.WriteString(words[rng.IntN(len(words))] + " ")
 		}
-		f.put(id, b.String(), acl...)
+		d, _ := f.put(id, b.String(), acl...)
 		acls[id] = acl
+		for n := range d.Chunks {
+			chunkIDs[retrieval.ChunkID(id, d.Version, n)] = id
+		}
 	}
 	for d := range docs {
 		putDoc(fmt.Sprintf("d%d", d))
@@ -433,7 +437,24 @@ func testRetLeakProbe(t *testing.T, s retrieval.Store) {
 		}
 		return false
 	}
+	all := func() []string {
+		out := make([]string, 0, len(chunkIDs))
+		for id := range chunkIDs {
+			out = append(out, id)
+		}
+		return out
+	}
+	// Every probe asks the store's full text directly, with no limit; every
+	// fifth re-checks every chunk id ever written, live or stale; every
+	// tenth retrieves through the service (hybrid, snapshot stored).
 	leaks, hits, empty := 0, 0, 0
+	check := func(i int, u, q, what, doc, chunk string) {
+		hits++
+		if !may(u, doc) {
+			leaks++
+			t.Errorf("probe %d (%s): %s got %s (acl %v) for %q", i, what, u, chunk, acls[doc], q)
+		}
+	}
 	for i := range probes {
 		switch rng.IntN(20) {
 		case 0:
@@ -443,21 +464,34 @@ func testRetLeakProbe(t *testing.T, s retrieval.Store) {
 		}
 		u := user(rng.IntN(users))
 		q := words[rng.IntN(len(words))] + " " + words[rng.IntN(len(words))]
-		snap := f.retrieve(u, q, 1+rng.IntN(20))
-		if len(snap.Hits) == 0 {
+		text, err := s.SearchText(t.Context(), retrieval.TextQuery{TenantID: f.tenant, Principal: u, Terms: strings.Fields(q)})
+		if err != nil {
+			t.Fatalf("search text: %v", err)
+		}
+		if len(text) == 0 {
 			empty++
 		}
-		for _, h := range snap.Hits {
-			hits++
-			if !may(u, h.DocumentID) {
-				leaks++
-				t.Errorf("probe %d: %s got %s (acl %v) for %q", i, u, h.ChunkID, acls[h.DocumentID], q)
+		for _, h := range text {
+			check(i, u, q, "full text", chunkIDs[h.ChunkID], h.ChunkID)
+		}
+		if i%5 == 0 {
+			cs, err := s.ReadableChunks(t.Context(), f.tenant, u, all(), time.Time{})
+			if err != nil {
+				t.Fatalf("readable chunks: %v", err)
+			}
+			for _, c := range cs {
+				check(i, u, q, "re-check", c.DocumentID, c.ChunkID)
+			}
+		}
+		if i%10 == 0 {
+			for _, h := range f.retrieve(u, q, 1+rng.IntN(20)).Hits {
+				check(i, u, q, "retrieve", h.DocumentID, h.ChunkID)
 			}
 		}
 	}
-	t.Logf("ACL leak probe: %d retrievals by %d principals over %d documents and %d groups, %d hits checked, %d leaks",
+	t.Logf("ACL leak probe: %d random principal/query combinations (each a full-text query; every 5th a re-check over every chunk id ever written; every 10th a hybrid retrieve) by %d principals over %d documents and %d groups, %d hits checked, %d leaks",
 		probes, users, docs, groups, hits, leaks)
-	if hits < probes/2 {
+	if hits < probes {
 		t.Fatalf("only %d hits in %d probes (%d empty): the probe checks too little", hits, probes, empty)
 	}
 }
