@@ -13,6 +13,7 @@ import (
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/memory/extract"
 	"github.com/mementohq/memento/pii"
+	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/postgres"
@@ -53,6 +54,9 @@ type Config struct {
 	// Memory tunes long-term memory (embedder, extractor, token counter);
 	// Open fills in the offline defaults for what is left nil.
 	Memory memory.Options
+	// Retrieval tunes documents and retrieval (embedder, chunk sizes, TTL,
+	// snapshot retention); Open sets the offline embedder when it is nil.
+	Retrieval retrieval.Options
 }
 
 // Backend names the store that holds runs.
@@ -73,6 +77,8 @@ type Stores struct {
 	Vault    pii.Store
 	// Memory holds long-term memory; nil leaves Engine.Memory nil.
 	Memory memory.Store
+	// Retrieval holds documents and snapshots; nil leaves Engine.Retrieval nil.
+	Retrieval retrieval.Store
 }
 
 // Options tune the services New wires over Stores.
@@ -90,6 +96,8 @@ type Options struct {
 	Tracer trace.Tracer
 	// Memory tunes long-term memory (embedder, extractor, token counter).
 	Memory memory.Options
+	// Retrieval tunes documents and retrieval.
+	Retrieval retrieval.Options
 }
 
 // Engine holds the domain services wired to their stores. Fields are added per
@@ -106,6 +114,9 @@ type Engine struct {
 	// Memory is long-term memory, on the runs backend (nil when no store
 	// for it was given).
 	Memory *memory.Service
+	// Retrieval is documents with ACLs and retrieval with provenance, on
+	// the runs backend (nil when no store for it was given).
+	Retrieval *retrieval.Service
 	// Context builds model contexts from the services above.
 	Context *contextbuild.Builder
 
@@ -173,7 +184,12 @@ func New(st Stores, o Options) (*Engine, error) {
 	}
 	// History is ranked by full text only: the offline hashing vectors
 	// lowered the evidence a LoCoMo context holds (bench context).
-	e.Context = contextbuild.New(contextbuild.Sources{Runs: e.Runs, Sessions: e.Sessions, Memory: e.Memory})
+	src := contextbuild.Sources{Runs: e.Runs, Sessions: e.Sessions, Memory: e.Memory}
+	if svc.Retrieval != nil {
+		e.Retrieval = retrieval.NewService(svc.Retrieval, o.Retrieval)
+		src.Retriever = retrieval.ContextSource{Service: e.Retrieval}
+	}
+	e.Context = contextbuild.New(src)
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
 		p, ok := s.(pinger)
@@ -202,6 +218,8 @@ func traced(st Stores, tr trace.Tracer) Stores {
 		Sessions: tracestore.WrapSessions(st.Sessions, tr),
 		Vault:    tracestore.Vault{Store: st.Vault, T: tr},
 		Memory:   traceMemory(st.Memory, tr),
+		// Retrieval has no traced wrapper yet: its calls are not spans.
+		Retrieval: st.Retrieval,
 	}
 }
 
@@ -269,7 +287,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sqlite in %s: %w", b.cfg.DataDir, err)
 		}
-		lite, backend, st.Runs, st.Ops, st.Memory = db, BackendSQLite, db, db, db
+		lite, backend, st.Runs, st.Ops, st.Memory, st.Retrieval = db, BackendSQLite, db, db, db, db.Retrieval()
 		b.closers = append(b.closers, db.Close)
 		b.pingers = append(b.pingers, namedPing{"sqlite", db.Ping})
 	}
@@ -277,7 +295,10 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: memoryDefaults(b.cfg.Memory)}
+	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: memoryDefaults(b.cfg.Memory), Retrieval: b.cfg.Retrieval}
+	if o.Retrieval.Embedder == nil {
+		o.Retrieval.Embedder = o.Memory.Embedder
+	}
 	o.PII.Key = key
 	e, err := New(st, o)
 	if err != nil {

@@ -100,6 +100,13 @@ const (
 	// ContextBudgetTooSmall: the parts of a context that are never cut
 	// (system, tools, query) do not fit the budget less the reserve.
 	ContextBudgetTooSmall = "context-budget-too-small"
+	// DocumentNotFound: no such document in the tenant.
+	DocumentNotFound = "document-not-found"
+	// DocumentConflict: concurrent writes of one document kept moving its
+	// version; retrying settles it.
+	DocumentConflict = "document-conflict"
+	// RetrievalSnapshotNotFound: no such snapshot (or retention removed it).
+	RetrievalSnapshotNotFound = "retrieval-snapshot-not-found"
 )
 
 // Info is how a kind is answered: its default HTTP status and its title.
@@ -167,6 +174,10 @@ var catalogue = map[string]Info{
 	MemoryConflict:           {http.StatusConflict, "The claim changed concurrently or is not in a status that allows this"},
 	ExtractorNotConfigured:   {http.StatusUnprocessableEntity, "No memory extractor is configured"},
 	ContextBudgetTooSmall:    {http.StatusUnprocessableEntity, "The budget does not hold the parts that are never cut"},
+
+	DocumentNotFound:          {http.StatusNotFound, "Document not found"},
+	DocumentConflict:          {http.StatusConflict, "The document changed concurrently"},
+	RetrievalSnapshotNotFound: {http.StatusNotFound, "Retrieval snapshot not found"},
 }
 
 // Lookup returns how kind is answered; ok is false for an unknown kind.

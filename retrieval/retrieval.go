@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ACL entries. A document's ACL names who may read it: a principal exactly
@@ -160,8 +161,8 @@ func Readable(acl, entries []string) bool {
 // non-empty id that is neither a group nor the tenant entry.
 func ValidPrincipal(p string) error {
 	switch {
-	case strings.TrimSpace(p) == "" || len(p) > 256 || strings.ContainsRune(p, 0):
-		return fmt.Errorf("%w: a principal is 1 to 256 bytes without NUL", ErrInvalidInput)
+	case strings.TrimSpace(p) == "" || len(p) > 256 || strings.ContainsRune(p, 0) || !utf8.ValidString(p):
+		return fmt.Errorf("%w: a principal is 1 to 256 bytes of UTF-8 without NUL", ErrInvalidInput)
 	case p == EntryTenant || strings.HasPrefix(p, GroupPrefix):
 		return fmt.Errorf("%w: a principal is a user or service id, not %q", ErrInvalidInput, p)
 	}
@@ -170,8 +171,8 @@ func ValidPrincipal(p string) error {
 
 // ValidGroup checks a group name (without the "group:" prefix).
 func ValidGroup(g string) error {
-	if strings.TrimSpace(g) == "" || len(g) > 256 || strings.ContainsAny(g, "\x00") {
-		return fmt.Errorf("%w: a group name is 1 to 256 bytes without NUL", ErrInvalidInput)
+	if strings.TrimSpace(g) == "" || len(g) > 256 || strings.ContainsRune(g, 0) || !utf8.ValidString(g) {
+		return fmt.Errorf("%w: a group name is 1 to 256 bytes of UTF-8 without NUL", ErrInvalidInput)
 	}
 	return nil
 }

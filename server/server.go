@@ -21,6 +21,7 @@ import (
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
+	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/telemetry"
@@ -40,6 +41,9 @@ type Options struct {
 	Memory *memory.Service
 	// Context builds model contexts (POST /v1/context); nil answers 404.
 	Context *contextbuild.Builder
+	// Retrieval is documents and ACL-filtered retrieval; nil leaves its
+	// routes answering 404 not-found.
+	Retrieval *retrieval.Service
 	// Ready reports whether every backend answers (GET /readyz); nil
 	// means always ready.
 	Ready func(context.Context) error
@@ -78,6 +82,7 @@ type Server struct {
 	sessions        *session.Service
 	vault           *pii.Vault
 	memory          *memory.Service
+	retrieval       *retrieval.Service
 	context         *contextbuild.Builder
 	ready           func(context.Context) error
 	backend         string
@@ -125,6 +130,7 @@ func (s *Server) allRoutes() []Route {
 	rs = append(rs, s.workflowRoutes()...)
 	rs = append(rs, s.memoryRoutes()...)
 	rs = append(rs, s.contextRoutes()...)
+	rs = append(rs, s.retrievalRoutes()...)
 	return rs
 }
 
@@ -141,6 +147,7 @@ func New(opts Options) (*Server, error) {
 		vault:           opts.Vault,
 		memory:          opts.Memory,
 		context:         opts.Context,
+		retrieval:       opts.Retrieval,
 		ready:           opts.Ready,
 		backend:         opts.Backend,
 		keys:            opts.Keys,
