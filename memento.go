@@ -279,7 +279,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
-		pg, backend, st.Runs, st.Ops, st.Memory = db, BackendPostgres, db, db, db
+		pg, backend, st.Runs, st.Ops, st.Memory, st.Retrieval = db, BackendPostgres, db, db, db, db.Retrieval()
 		b.closers = append(b.closers, func() error { db.Close(); return nil })
 		b.pingers = append(b.pingers, namedPing{"postgres", db.Ping})
 	} else {

@@ -13,7 +13,7 @@ import (
 )
 
 // retrievalBackends are the engines the black-box retrieval test runs on.
-var retrievalBackends = []string{"memstore", "sqlite"}
+var retrievalBackends = []string{"memstore", "sqlite", "postgres"}
 
 func openRetrievalEngine(t testing.TB, backend string) *memento.Engine {
 	t.Helper()
