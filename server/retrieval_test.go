@@ -98,6 +98,14 @@ func TestRetrievalHTTP(t *testing.T) {
 				}
 			}
 			old := s
+			// The context builder retrieves through the same ACL.
+			ctxRes := e.do(t, "POST", "/v1/context", map[string]any{"model": "gpt-4o", "budget_tokens": 2000, "query": "incident handbook bridge", "principal": "user:alice"}, ha)
+			if ctxRes.status != 200 || !strings.Contains(string(ctxRes.body), "chunk:handbook:p1:c0") || !strings.Contains(string(ctxRes.body), "open a bridge") {
+				t.Fatalf("context with documents: %d %s", ctxRes.status, ctxRes.body)
+			}
+			if ctxRes := e.do(t, "POST", "/v1/context", map[string]any{"model": "gpt-4o", "budget_tokens": 2000, "query": "incident handbook bridge", "principal": "user:mallory"}, ha); ctxRes.status != 200 || strings.Contains(string(ctxRes.body), "chunk:handbook") || strings.Contains(string(ctxRes.body), "open a bridge") {
+				t.Fatalf("context for mallory holds the handbook: %s", ctxRes.body)
+			}
 			if res := e.do(t, "DELETE", "/v1/groups/oncall/members/user:alice", nil, ha); res.status != 204 {
 				t.Fatalf("remove member: %d %s", res.status, res.body)
 			}
