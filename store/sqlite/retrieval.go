@@ -306,6 +306,10 @@ func notBeforeMicros(t time.Time) int64 {
 	return t.UnixMicro()
 }
 
+// searchOverfetch is how many more rows the full-text ranking reads than it
+// returns, so the re-check and the TTL rarely leave it short.
+const searchOverfetch = 4
+
 // SearchText implements retrieval.Store with FTS5: the ACL tokens of the
 // principal's entries (its groups read in the same read transaction) ORed,
 // ANDed with the ORed words, ranked by bm25() with the acl column weighed
@@ -333,16 +337,23 @@ func (r Retrieval) SearchText(ctx context.Context, q retrieval.TextQuery) ([]ret
 		tokens[i] = `"` + memsql.ACLScope(q.TenantID, e) + `"`
 	}
 	match := `acl:(` + strings.Join(tokens, " OR ") + `) AND body:(` + strings.Join(words, " OR ") + `)`
-	limit := -1
+	limit, inner := -1, -1
 	if q.Limit > 0 {
-		limit = q.Limit
+		limit, inner = q.Limit, searchOverfetch*q.Limit
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT c.chunk_id, bm25(retrieval_fts, 0.0, 1.0) AS r
-		FROM retrieval_fts
-		JOIN retrieval_chunks c ON c.tenant_id = retrieval_fts.tenant_id AND c.chunk_id = retrieval_fts.chunk_id
+	// The inner query ranks in FTS5 alone, where the ACL tokens already
+	// keep only readable chunks: joining every match before the limit cost
+	// a lookup per matching row (hundreds of ms for a common word over
+	// 20k chunks). The outer query re-checks the ACL in SQL and applies the
+	// TTL to the best inner rows; a TTL that hides most of them can leave
+	// fewer than the limit (the overfetch makes that rare).
+	rows, err := tx.QueryContext(ctx, `SELECT f.chunk_id, f.r FROM (
+			SELECT tenant_id, chunk_id, bm25(retrieval_fts, 0.0, 1.0) AS r FROM retrieval_fts
+			WHERE retrieval_fts MATCH ? AND tenant_id = ? ORDER BY r LIMIT ?) f
+		JOIN retrieval_chunks c ON c.tenant_id = f.tenant_id AND c.chunk_id = f.chunk_id
 		JOIN retrieval_documents d ON d.tenant_id = c.tenant_id AND d.document_id = c.document_id AND d.version = c.version
-		WHERE retrieval_fts MATCH ? AND retrieval_fts.tenant_id = ? AND d.indexed_at >= ? AND `+aclCheck+`
-		ORDER BY r, c.chunk_id LIMIT ?`, match, q.TenantID, notBeforeMicros(q.NotBefore), q.Principal, q.Principal, limit)
+		WHERE d.indexed_at >= ? AND `+aclCheck+`
+		ORDER BY f.r, f.chunk_id LIMIT ?`, match, q.TenantID, inner, notBeforeMicros(q.NotBefore), q.Principal, q.Principal, limit)
 	if err != nil {
 		return nil, fmt.Errorf("search chunks: %w", err)
 	}
