@@ -14,6 +14,7 @@ import (
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/memory/extract"
 	"github.com/mementohq/memento/pii"
+	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/postgres"
@@ -57,6 +58,9 @@ type Config struct {
 	// Compaction tunes summaries (an LLM compactor, the target model, the
 	// text budget); the extractive compactor is always there.
 	Compaction compact.Options
+	// Retrieval tunes documents and retrieval (embedder, chunk sizes, TTL,
+	// snapshot retention); Open sets the offline embedder when it is nil.
+	Retrieval retrieval.Options
 }
 
 // Backend names the store that holds runs.
@@ -79,6 +83,8 @@ type Stores struct {
 	Memory memory.Store
 	// Summaries holds compaction summaries; nil leaves Engine.Summaries nil.
 	Summaries compact.Store
+	// Retrieval holds documents and snapshots; nil leaves Engine.Retrieval nil.
+	Retrieval retrieval.Store
 }
 
 // Options tune the services New wires over Stores.
@@ -99,6 +105,8 @@ type Options struct {
 	// Compaction tunes summaries (compactors, target model, budget); New
 	// sets its sources to the engine's run and session stores.
 	Compaction compact.Options
+	// Retrieval tunes documents and retrieval.
+	Retrieval retrieval.Options
 }
 
 // Engine holds the domain services wired to their stores. Fields are added per
@@ -115,6 +123,9 @@ type Engine struct {
 	// Memory is long-term memory, on the runs backend (nil when no store
 	// for it was given).
 	Memory *memory.Service
+	// Retrieval is documents with ACLs and retrieval with provenance, on
+	// the runs backend (nil when no store for it was given).
+	Retrieval *retrieval.Service
 	// Context builds model contexts from the services above.
 	Context *contextbuild.Builder
 	// Summaries compacts run events and session messages into verifiable
@@ -190,6 +201,10 @@ func New(st Stores, o Options) (*Engine, error) {
 		e.Summaries = compact.NewService(st.Summaries, co)
 		src.Summaries = compact.ContextSource{S: e.Summaries}
 	}
+	if svc.Retrieval != nil {
+		e.Retrieval = retrieval.NewService(svc.Retrieval, o.Retrieval)
+		src.Retriever = retrieval.ContextSource{Service: e.Retrieval}
+	}
 	// History is ranked by full text only: the offline hashing vectors
 	// lowered the evidence a LoCoMo context holds (bench context).
 	e.Context = contextbuild.New(src)
@@ -221,6 +236,8 @@ func traced(st Stores, tr trace.Tracer) Stores {
 		Sessions: tracestore.WrapSessions(st.Sessions, tr),
 		Vault:    tracestore.Vault{Store: st.Vault, T: tr},
 		Memory:   traceMemory(st.Memory, tr),
+		// Retrieval has no traced wrapper yet: its calls are not spans.
+		Retrieval: st.Retrieval,
 	}
 }
 
@@ -280,7 +297,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
-		pg, backend, st.Runs, st.Ops, st.Memory = db, BackendPostgres, db, db, db
+		pg, backend, st.Runs, st.Ops, st.Memory, st.Retrieval = db, BackendPostgres, db, db, db, db.Retrieval()
 		st.Summaries = db.Summaries()
 		b.closers = append(b.closers, func() error { db.Close(); return nil })
 		b.pingers = append(b.pingers, namedPing{"postgres", db.Ping})
@@ -289,7 +306,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sqlite in %s: %w", b.cfg.DataDir, err)
 		}
-		lite, backend, st.Runs, st.Ops, st.Memory = db, BackendSQLite, db, db, db
+		lite, backend, st.Runs, st.Ops, st.Memory, st.Retrieval = db, BackendSQLite, db, db, db, db.Retrieval()
 		st.Summaries = db.Summaries()
 		b.closers = append(b.closers, db.Close)
 		b.pingers = append(b.pingers, namedPing{"sqlite", db.Ping})
@@ -298,7 +315,10 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: memoryDefaults(b.cfg.Memory)}
+	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: memoryDefaults(b.cfg.Memory), Retrieval: b.cfg.Retrieval}
+	if o.Retrieval.Embedder == nil {
+		o.Retrieval.Embedder = o.Memory.Embedder
+	}
 	o.Compaction = b.cfg.Compaction
 	o.PII.Key = key
 	e, err := New(st, o)

@@ -100,6 +100,13 @@ const (
 	// ContextBudgetTooSmall: the parts of a context that are never cut
 	// (system, tools, query) do not fit the budget less the reserve.
 	ContextBudgetTooSmall = "context-budget-too-small"
+	// DocumentNotFound: no such document in the tenant.
+	DocumentNotFound = "document-not-found"
+	// DocumentConflict: concurrent writes of one document kept moving its
+	// version; retrying settles it.
+	DocumentConflict = "document-conflict"
+	// RetrievalSnapshotNotFound: no such snapshot (or retention removed it).
+	RetrievalSnapshotNotFound = "retrieval-snapshot-not-found"
 )
 
 // Kinds of compaction (summaries).
@@ -179,9 +186,12 @@ var catalogue = map[string]Info{
 	ExtractorNotConfigured:   {http.StatusUnprocessableEntity, "No memory extractor is configured"},
 	ContextBudgetTooSmall:    {http.StatusUnprocessableEntity, "The budget does not hold the parts that are never cut"},
 
-	SummaryNotFound: {http.StatusNotFound, "Summary not found"},
-	SummaryRange:    {http.StatusConflict, "Range does not continue the summary chain or the log"},
-	CompactorFailed: {http.StatusBadGateway, "Compactor failed"},
+	SummaryNotFound:           {http.StatusNotFound, "Summary not found"},
+	SummaryRange:              {http.StatusConflict, "Range does not continue the summary chain or the log"},
+	CompactorFailed:           {http.StatusBadGateway, "Compactor failed"},
+	DocumentNotFound:          {http.StatusNotFound, "Document not found"},
+	DocumentConflict:          {http.StatusConflict, "The document changed concurrently"},
+	RetrievalSnapshotNotFound: {http.StatusNotFound, "Retrieval snapshot not found"},
 }
 
 // Lookup returns how kind is answered; ok is false for an unknown kind.

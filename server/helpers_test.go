@@ -306,7 +306,7 @@ func commitReq(rev int64, l run.Lease, typ string, state string) run.CommitReque
 // engineOptions are server options serving eng's services, as serve does.
 func engineOptions(eng *memento.Engine) server.Options {
 	return server.Options{
-		Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory, Context: eng.Context, Summaries: eng.Summaries, Ready: eng.Ready,
+		Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory, Retrieval: eng.Retrieval, Context: eng.Context, Summaries: eng.Summaries, Ready: eng.Ready,
 		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 	}
 }

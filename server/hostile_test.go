@@ -107,7 +107,32 @@ func hostile(t *testing.T, backend string) {
 			params["memory_id"] = c.MemoryID
 		}
 	}
-	memoryReads := []string{"/v1/memories?subject_id=sub&limit=1000", "/v1/memories/held?subject_id=sub", "/v1/memories/" + params["memory_id"],
+	// Retrieval: a document only a group reads, a member, a snapshot.
+	if eng.Retrieval == nil {
+		t.Fatalf("the %s engine has no retrieval", backend)
+	}
+	params["document_id"], params["group"], params["principal"] = "doc", "g", "user:u"
+	for _, f := range []struct{ method, path, body string }{
+		{"PUT", "/v1/documents/doc", `{"source_uri":"s3://d","source_version":"e1","content":"hostile input fixture text","acl":["group:g"]}`},
+		{"PUT", "/v1/groups/g/members/user:u", ``},
+		{"POST", "/v1/retrieve", `{"query":"fixture text","principal":"user:u"}`},
+	} {
+		var b any
+		if f.body != "" {
+			b = f.body
+		}
+		res := e.do(t, f.method, f.path, b, hdr)
+		if res.status >= 300 {
+			t.Fatalf("retrieval fixture %s %s: %d %s", f.method, f.path, res.status, res.body)
+		}
+		var snap struct {
+			SnapshotID string `json:"snapshot_id"`
+		}
+		if json.Unmarshal(res.body, &snap) == nil && snap.SnapshotID != "" {
+			params["snapshot_id"] = snap.SnapshotID
+		}
+	}
+	memoryReads := []string{"/v1/documents/doc", "/v1/retrieval-snapshots/" + params["snapshot_id"], "/v1/invalidations?limit=1000", "/v1/memories?subject_id=sub&limit=1000", "/v1/memories/held?subject_id=sub", "/v1/memories/" + params["memory_id"],
 		"/v1/memories/" + params["memory_id"] + "/history", "/v1/subjects/sub/profile", "/v1/memory-namespaces/ns"}
 	// A summary of the run's events, for the summary routes.
 	res := e.do(t, "POST", "/v1/runs/h/summaries", `{}`, hdr)

@@ -33,7 +33,7 @@ func openMemoryEngine(t testing.TB, backend string, mo memory.Options) *memento.
 		return eng
 	}
 	st := memstore.New()
-	eng, err := memento.New(memento.Stores{Runs: st, Ops: st, Sessions: st, Vault: st, Memory: st.Memory()},
+	eng, err := memento.New(memento.Stores{Runs: st, Ops: st, Sessions: st, Vault: st, Memory: st.Memory(), Retrieval: st.Retrieval()},
 		memento.Options{PII: memento.PIIConfig{Key: testenv.PIIKey}, Memory: mo})
 	if err != nil {
 		t.Fatal(err)

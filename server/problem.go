@@ -42,7 +42,7 @@ func (p Problem) Kind() string { return strings.TrimPrefix(p.Type, problem.TypeB
 // sentinelKinds maps domain sentinel errors to problem kinds, one table per
 // domain (a domain adds its table here). Each domain error wraps at most one
 // sentinel, so order does not matter.
-var sentinelKinds = slices.Concat(runSentinels, summarySentinels, sessionSentinels, operationSentinels, workflowSentinels, memorySentinels, contextSentinels)
+var sentinelKinds = slices.Concat(runSentinels, sessionSentinels, operationSentinels, workflowSentinels, memorySentinels, contextSentinels, retrievalSentinels, summarySentinels)
 
 // Kinds lists every problem kind with its HTTP status, for docs and tests.
 func Kinds() map[string]int {

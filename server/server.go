@@ -22,6 +22,7 @@ import (
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
+	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/telemetry"
@@ -43,6 +44,9 @@ type Options struct {
 	Context *contextbuild.Builder
 	// Summaries, when set, serves the summary routes (compaction).
 	Summaries *compact.Service
+	// Retrieval is documents and ACL-filtered retrieval; nil leaves its
+	// routes answering 404 not-found.
+	Retrieval *retrieval.Service
 	// Ready reports whether every backend answers (GET /readyz); nil
 	// means always ready.
 	Ready func(context.Context) error
@@ -81,6 +85,7 @@ type Server struct {
 	sessions        *session.Service
 	vault           *pii.Vault
 	memory          *memory.Service
+	retrieval       *retrieval.Service
 	context         *contextbuild.Builder
 	summaries       *compact.Service
 	ready           func(context.Context) error
@@ -130,6 +135,7 @@ func (s *Server) allRoutes() []Route {
 	rs = append(rs, s.workflowRoutes()...)
 	rs = append(rs, s.memoryRoutes()...)
 	rs = append(rs, s.contextRoutes()...)
+	rs = append(rs, s.retrievalRoutes()...)
 	return rs
 }
 
@@ -147,6 +153,7 @@ func New(opts Options) (*Server, error) {
 		memory:          opts.Memory,
 		context:         opts.Context,
 		summaries:       opts.Summaries,
+		retrieval:       opts.Retrieval,
 		ready:           opts.Ready,
 		backend:         opts.Backend,
 		keys:            opts.Keys,

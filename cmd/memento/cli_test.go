@@ -45,7 +45,7 @@ func testServer(t *testing.T, keys string) string {
 	if err := server.ParseAPIKeys(ks, keys); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory, Context: eng.Context, Ready: eng.Ready,
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory, Retrieval: eng.Retrieval, Context: eng.Context, Ready: eng.Ready,
 		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 		Keys: ks, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 		newWorkflowsCmd(),
 		newSessionsCmd(),
 		newMemoryCmd(),
+		newDocsCmd(),
 		newContextCmd(),
 		newVersionCmd(),
 		newBenchCmd(),

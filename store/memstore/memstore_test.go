@@ -6,6 +6,7 @@ import (
 
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
+	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/memstore"
@@ -96,4 +97,8 @@ func TestRecoverySuite(t *testing.T) {
 
 func TestMemoryStoreSuite(t *testing.T) {
 	storetest.MemoryStoreSuite(t, func(t *testing.T) memory.Store { return memstore.New().Memory() })
+}
+
+func TestRetrievalStoreSuite(t *testing.T) {
+	storetest.RetrievalStoreSuite(t, func(t *testing.T) retrieval.Store { return memstore.New().Retrieval() })
 }

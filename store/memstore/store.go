@@ -38,6 +38,7 @@ type Store struct {
 	schemas   map[schemaKey]run.Schema
 	mem       memoryState             // see Memory
 	summaries map[key]compact.Summary // see Summaries
+	ret       retrievalState          // see Retrieval
 }
 
 // New returns an empty store.

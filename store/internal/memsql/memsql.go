@@ -113,3 +113,10 @@ func DecodeVector(b []byte, dim int) ([]float32, error) {
 	}
 	return out, nil
 }
+
+// ACLScope is the token a retrieval chunk's full-text row carries for one
+// entry of its document's ACL in a tenant, so a query MATCHes
+// `acl:(E1 OR E2 ...) AND body:(...)` and never scores an unreadable chunk.
+func ACLScope(tenantID, entry string) string {
+	return scope("a", tenantID, entry)
+}

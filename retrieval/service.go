@@ -1,0 +1,409 @@
+package retrieval
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/mementohq/memento/llm"
+	"github.com/mementohq/memento/search"
+)
+
+// Limits of one request.
+const (
+	MaxContentBytes = 4 << 20
+	MaxQueryBytes   = 4096
+	MaxK            = 100
+	DefaultK        = 10
+	// DefaultSnapshotRetention is how long a snapshot (and the texts it
+	// references) is kept when Options leaves it zero.
+	DefaultSnapshotRetention = 30 * 24 * time.Hour
+	// putRetries bounds the optimistic retries of a write racing another
+	// write of the same document.
+	putRetries = 5
+)
+
+// Options tunes a Service.
+type Options struct {
+	// Embedder, when set, adds vector search to full text (hybrid).
+	Embedder llm.Embedder
+	// ChunkTokens and OverlapTokens size the chunks (defaults 200 and 40).
+	ChunkTokens, OverlapTokens int
+	// TTL, when > 0, bounds the age of indexed content: a document not
+	// written or re-confirmed (PUT of the same version) within TTL is not
+	// served until it is.
+	TTL time.Duration
+	// SnapshotRetention is how long PurgeSnapshots keeps snapshots
+	// (DefaultSnapshotRetention when zero).
+	SnapshotRetention time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Service is retrieval with provenance over a Store.
+type Service struct {
+	store   Store
+	opts    Options
+	vectors *vectorCache
+}
+
+// NewService returns a service over store.
+func NewService(store Store, opts Options) *Service {
+	if opts.ChunkTokens <= 0 {
+		opts.ChunkTokens = DefaultChunkTokens
+	}
+	if opts.OverlapTokens <= 0 || opts.OverlapTokens >= opts.ChunkTokens {
+		opts.OverlapTokens = min(DefaultOverlapTokens, opts.ChunkTokens/5)
+	}
+	if opts.SnapshotRetention <= 0 {
+		opts.SnapshotRetention = DefaultSnapshotRetention
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Service{store: store, opts: opts}
+	if opts.Embedder != nil {
+		s.vectors = newVectorCache(store, opts.Embedder, 256)
+	}
+	return s
+}
+
+// Store is the store the service writes to.
+func (s *Service) Store() Store { return s.store }
+
+func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Microsecond) }
+
+func (s *Service) notBefore(now time.Time) time.Time {
+	if s.opts.TTL <= 0 {
+		return time.Time{}
+	}
+	return now.Add(-s.opts.TTL)
+}
+
+// PutRequest is a source document version to index.
+type PutRequest struct {
+	DocumentID    string          `json:"document_id"`
+	SourceURI     string          `json:"source_uri"`
+	SourceVersion string          `json:"source_version"`
+	Content       string          `json:"content"`
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	ACL           []string        `json:"acl"`
+}
+
+// ValidID checks a document or snapshot id.
+func ValidID(id string) error {
+	if id == "" || len(id) > 256 || !utf8.ValidString(id) || strings.ContainsAny(id, "\x00/") {
+		return fmt.Errorf("%w: an id is 1 to 256 bytes of UTF-8 without NUL or '/'", ErrInvalidInput)
+	}
+	return nil
+}
+
+// Put indexes a document version. It reports created (the document was
+// new); an unchanged document (same content, source version, metadata and
+// ACL) only has its IndexedAt refreshed and keeps its version.
+func (s *Service) Put(ctx context.Context, tenantID string, r PutRequest) (Document, bool, error) {
+	if tenantID == "" {
+		return Document{}, false, fmt.Errorf("%w: tenant is required", ErrInvalidInput)
+	}
+	if err := ValidID(r.DocumentID); err != nil {
+		return Document{}, false, err
+	}
+	acl, err := NormalizeACL(r.ACL)
+	if err != nil {
+		return Document{}, false, err
+	}
+	switch {
+	case len(r.Content) > MaxContentBytes:
+		return Document{}, false, fmt.Errorf("%w: content is over %d bytes", ErrInvalidInput, MaxContentBytes)
+	case !utf8.ValidString(r.Content) || !utf8.ValidString(r.SourceURI) || !utf8.ValidString(r.SourceVersion):
+		return Document{}, false, fmt.Errorf("%w: content, source_uri and source_version must be UTF-8", ErrInvalidInput)
+	case len(r.SourceURI) > 2048 || len(r.SourceVersion) > 256:
+		return Document{}, false, fmt.Errorf("%w: source_uri is at most 2048 bytes, source_version 256", ErrInvalidInput)
+	}
+	meta, err := normalizeMetadata(r.Metadata)
+	if err != nil {
+		return Document{}, false, err
+	}
+	for range putRetries {
+		d, created, err := s.put(ctx, tenantID, r, acl, meta)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		return d, created, err
+	}
+	return Document{}, false, fmt.Errorf("put document %s: %w", r.DocumentID, ErrConflict)
+}
+
+func normalizeMetadata(m json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(m)) == 0 || string(bytes.TrimSpace(m)) == "null" {
+		return nil, nil
+	}
+	var v map[string]any
+	if err := json.Unmarshal(m, &v); err != nil {
+		return nil, fmt.Errorf("%w: metadata must be a JSON object", ErrInvalidInput)
+	}
+	out, err := json.Marshal(v) // canonical: sorted keys, so equal metadata compares equal
+	if err != nil {
+		return nil, fmt.Errorf("%w: metadata: %v", ErrInvalidInput, err)
+	}
+	if len(out) > 64<<10 {
+		return nil, fmt.Errorf("%w: metadata is over 64 KiB", ErrInvalidInput)
+	}
+	return out, nil
+}
+
+func (s *Service) put(ctx context.Context, tenantID string, r PutRequest, acl []string, meta json.RawMessage) (Document, bool, error) {
+	now := s.now()
+	old, err := s.store.GetDocument(ctx, tenantID, r.DocumentID)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Document{}, false, fmt.Errorf("read document %s: %w", r.DocumentID, err)
+	}
+	sameContent := exists && old.Content == r.Content && old.SourceVersion == r.SourceVersion &&
+		old.SourceURI == r.SourceURI && bytes.Equal(old.Metadata, meta)
+	sameACL := exists && slices.Equal(old.ACL, acl)
+	if sameContent && sameACL {
+		if err := s.store.TouchDocument(ctx, tenantID, r.DocumentID, old.Version, now); err != nil {
+			return Document{}, false, fmt.Errorf("refresh document %s: %w", r.DocumentID, err)
+		}
+		old.IndexedAt = now
+		return old, false, nil
+	}
+	d := Document{TenantID: tenantID, DocumentID: r.DocumentID, SourceURI: r.SourceURI, SourceVersion: r.SourceVersion,
+		Content: r.Content, Metadata: meta, ACL: acl, Version: 1, UpdatedAt: now, IndexedAt: now}
+	p := PutParams{}
+	if exists {
+		d.Version = old.Version + 1
+		p.ExpectedVersion = old.Version
+		kind := DocumentReplaced
+		if sameContent {
+			kind = ACLChanged
+		}
+		p.Event = &Invalidation{TenantID: tenantID, Kind: kind, DocumentID: d.DocumentID, OldVersion: old.Version, NewVersion: d.Version, At: now}
+	}
+	chunks, err := Chunks(d, s.opts.ChunkTokens, s.opts.OverlapTokens)
+	if err != nil {
+		return Document{}, false, fmt.Errorf("chunk document %s: %w", d.DocumentID, err)
+	}
+	d.Chunks = len(chunks)
+	p.Document, p.Chunks = d, chunks
+	if s.vectors != nil && len(chunks) > 0 {
+		if p.Vectors, err = s.vectors.embed(ctx, chunks, acl); err != nil {
+			return Document{}, false, err
+		}
+	}
+	if _, _, err := s.store.PutDocument(ctx, p); err != nil {
+		return Document{}, false, fmt.Errorf("store document %s: %w", d.DocumentID, err)
+	}
+	return d, !exists, nil
+}
+
+// Get returns the current version of a document.
+func (s *Service) Get(ctx context.Context, tenantID, documentID string) (Document, error) {
+	if err := ValidID(documentID); err != nil {
+		return Document{}, err
+	}
+	d, err := s.store.GetDocument(ctx, tenantID, documentID)
+	if err != nil {
+		return Document{}, fmt.Errorf("get document %s: %w", documentID, err)
+	}
+	return d, nil
+}
+
+// Delete removes a document and every projection row of it, recording a
+// DocumentDeleted invalidation.
+func (s *Service) Delete(ctx context.Context, tenantID, documentID string) (Invalidation, error) {
+	if err := ValidID(documentID); err != nil {
+		return Invalidation{}, err
+	}
+	ev, err := s.store.DeleteDocument(ctx, tenantID, documentID,
+		Invalidation{TenantID: tenantID, Kind: DocumentDeleted, DocumentID: documentID, At: s.now()})
+	if err != nil {
+		return Invalidation{}, fmt.Errorf("delete document %s: %w", documentID, err)
+	}
+	return ev, nil
+}
+
+// SetMember adds principal to group (member true) or removes it. The next
+// retrieval, on any instance, resolves groups again: the change holds at
+// once. It reports whether membership changed.
+func (s *Service) SetMember(ctx context.Context, tenantID, group, principal string, member bool) (bool, error) {
+	if err := ValidGroup(group); err != nil {
+		return false, err
+	}
+	if err := ValidPrincipal(principal); err != nil {
+		return false, err
+	}
+	change := "removed"
+	if member {
+		change = "added"
+	}
+	ok, err := s.store.SetMember(ctx, tenantID, group, principal, member,
+		Invalidation{TenantID: tenantID, Kind: MembershipChanged, Group: group, Principal: principal, Change: change, At: s.now()})
+	if err != nil {
+		return false, fmt.Errorf("set membership of %s in %s: %w", principal, group, err)
+	}
+	return ok, nil
+}
+
+// Groups lists principal's groups.
+func (s *Service) Groups(ctx context.Context, tenantID, principal string) ([]string, error) {
+	if err := ValidPrincipal(principal); err != nil {
+		return nil, err
+	}
+	return s.store.Groups(ctx, tenantID, principal)
+}
+
+// RetrieveRequest is one retrieval.
+type RetrieveRequest struct {
+	Query     string `json:"query"`
+	Principal string `json:"principal"`
+	K         int    `json:"k,omitempty"`
+}
+
+// QueryDigest is the digest a snapshot carries of what was asked.
+func QueryDigest(r RetrieveRequest) string {
+	b, _ := json.Marshal(struct {
+		Q string `json:"query"`
+		P string `json:"principal"`
+		K int    `json:"k"`
+	}{r.Query, r.Principal, r.K})
+	h := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// Retrieve ranks the chunks r.Principal may read by hybrid search (full
+// text in the store, vectors in process, fused by reciprocal rank), with the
+// ACL applied before ranking in both; re-checks every hit against the store
+// as its text is read; and stores the answer as a snapshot.
+func (s *Service) Retrieve(ctx context.Context, tenantID string, r RetrieveRequest) (Snapshot, error) {
+	if tenantID == "" {
+		return Snapshot{}, fmt.Errorf("%w: tenant is required", ErrInvalidInput)
+	}
+	if err := ValidPrincipal(r.Principal); err != nil {
+		return Snapshot{}, err
+	}
+	if strings.TrimSpace(r.Query) == "" || len(r.Query) > MaxQueryBytes || !utf8.ValidString(r.Query) {
+		return Snapshot{}, fmt.Errorf("%w: a query is 1 to %d bytes of UTF-8", ErrInvalidInput, MaxQueryBytes)
+	}
+	if r.K == 0 {
+		r.K = DefaultK
+	}
+	if r.K < 0 || r.K > MaxK {
+		return Snapshot{}, fmt.Errorf("%w: k must be within [1, %d]", ErrInvalidInput, MaxK)
+	}
+	now := s.now()
+	nb := s.notBefore(now)
+	version, err := s.store.IndexVersion(ctx, tenantID)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("read index version: %w", err)
+	}
+	pool := max(4*r.K, 50)
+	text, err := s.store.SearchText(ctx, TextQuery{TenantID: tenantID, Principal: r.Principal, Terms: search.Terms(r.Query), Limit: pool, NotBefore: nb})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("search text: %w", err)
+	}
+	lists := [][]search.Ranked{toRanked(text)}
+	if s.vectors != nil {
+		groups, err := s.store.Groups(ctx, tenantID, r.Principal)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("resolve groups: %w", err)
+		}
+		vec, err := s.vectors.search(ctx, tenantID, Entries(r.Principal, groups), r.Query, pool)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		lists = append(lists, vec)
+	}
+	fused := search.RRF(0, nil, lists...)
+	if len(fused) > pool {
+		fused = fused[:pool]
+	}
+	ids := make([]string, len(fused))
+	for i, f := range fused {
+		ids[i] = f.ID
+	}
+	// The re-check: ACL, TTL and existence again, in the store, as the
+	// texts are read. A hit that fails it is dropped, never shown.
+	chunks, err := s.store.ReadableChunks(ctx, tenantID, r.Principal, ids, nb)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("read chunks: %w", err)
+	}
+	byID := make(map[string]Chunk, len(chunks))
+	for _, c := range chunks {
+		byID[c.ChunkID] = c
+	}
+	snap := Snapshot{TenantID: tenantID, SnapshotID: "snap_" + uuid.NewString(), QueryDigest: QueryDigest(r),
+		IndexVersion: version, Principal: r.Principal, K: r.K, CreatedAt: now, Hits: []Hit{}}
+	for _, f := range fused {
+		c, ok := byID[f.ID]
+		if !ok {
+			continue
+		}
+		snap.Hits = append(snap.Hits, Hit{DocumentID: c.DocumentID, SourceURI: c.SourceURI, SourceVersion: c.SourceVersion,
+			Version: c.Version, ChunkID: c.ChunkID, ContentDigest: c.Digest, RetrievedAt: now, Score: f.Score, Text: c.Text})
+		if len(snap.Hits) == r.K {
+			break
+		}
+	}
+	if err := s.store.PutSnapshot(ctx, snap); err != nil {
+		return Snapshot{}, fmt.Errorf("store snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+func toRanked(ss []Scored) []search.Ranked {
+	out := make([]search.Ranked, len(ss))
+	for i, s := range ss {
+		out[i] = search.Ranked{ID: s.ChunkID, Score: s.Score}
+	}
+	return out
+}
+
+// Snapshot returns a stored snapshot exactly as it was answered.
+func (s *Service) Snapshot(ctx context.Context, tenantID, snapshotID string) (Snapshot, error) {
+	if err := ValidID(snapshotID); err != nil {
+		return Snapshot{}, err
+	}
+	snap, err := s.store.GetSnapshot(ctx, tenantID, snapshotID)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("get snapshot %s: %w", snapshotID, err)
+	}
+	return snap, nil
+}
+
+// PurgeSnapshots deletes the tenant's snapshots older than the retention
+// and the texts only they referenced.
+func (s *Service) PurgeSnapshots(ctx context.Context, tenantID string) (int, error) {
+	n, err := s.store.PurgeSnapshots(ctx, tenantID, s.now().Add(-s.opts.SnapshotRetention))
+	if err != nil {
+		return 0, fmt.Errorf("purge snapshots: %w", err)
+	}
+	return n, nil
+}
+
+// Invalidations lists the tenant's invalidation events after the index
+// version after, at most limit (1 to 1000, default 100).
+func (s *Service) Invalidations(ctx context.Context, tenantID string, after int64, limit int) ([]Invalidation, error) {
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 0 || limit > 1000 || after < 0 {
+		return nil, fmt.Errorf("%w: limit must be within [1, 1000] and after not negative", ErrInvalidInput)
+	}
+	out, err := s.store.Invalidations(ctx, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list invalidations: %w", err)
+	}
+	return out, nil
+}

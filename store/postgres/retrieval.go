@@ -1,0 +1,512 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mementohq/memento/retrieval"
+	"github.com/mementohq/memento/store/internal/memsql"
+)
+
+// Retrieval is the retrieval.Store of a DB: a view over the same pool. It
+// is a type of its own because its method names meet the other stores'.
+type Retrieval struct{ db *DB }
+
+var _ retrieval.Store = Retrieval{}
+
+// Retrieval returns the retrieval store kept in db.
+func (db *DB) Retrieval() Retrieval { return Retrieval{db: db} }
+
+// entriesSQL is what the principal ($2) of tenant $1 may read by, resolved
+// inside the query that uses it: itself, the tenant entry, and the groups
+// it belongs to now.
+const entriesSQL = `(ARRAY[$2::text, 'tenant'] || ARRAY(SELECT 'group:' || m.group_name FROM retrieval_members m
+	WHERE m.tenant_id = $1 AND m.principal = $2))`
+
+// retTx runs fn in a write transaction that first moves the tenant's index
+// version (taking its row lock, so the tenant's retrieval writes are
+// serialized) and hands fn the new version.
+func (r Retrieval) retTx(ctx context.Context, tenantID string, fn func(tx pgx.Tx, version int64) error) error {
+	err := pgx.BeginTxFunc(ctx, r.db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var v int64
+		if err := tx.QueryRow(ctx, `INSERT INTO retrieval_tenants AS t (tenant_id, index_version) VALUES ($1, 1)
+			ON CONFLICT (tenant_id) DO UPDATE SET index_version = t.index_version + 1 RETURNING index_version`, tenantID).Scan(&v); err != nil {
+			return fmt.Errorf("move index version: %w", err)
+		}
+		return fn(tx, v)
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("%s: %w", pgErr.ConstraintName, retrieval.ErrConflict)
+	}
+	return err
+}
+
+func recordInvalidation(ctx context.Context, tx pgx.Tx, ev retrieval.Invalidation) error {
+	_, err := tx.Exec(ctx, `INSERT INTO retrieval_invalidations (tenant_id, index_version, kind, document_id, old_version,
+		new_version, group_name, principal, change, rows_removed, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		ev.TenantID, ev.IndexVersion, string(ev.Kind), ev.DocumentID, ev.OldVersion, ev.NewVersion, ev.Group, ev.Principal,
+		ev.Change, ev.RowsRemoved, ev.At)
+	if err != nil {
+		return fmt.Errorf("record invalidation: %w", err)
+	}
+	return nil
+}
+
+func dropDocumentRows(ctx context.Context, tx pgx.Tx, tenantID, documentID string) (int, error) {
+	n := 0
+	for _, q := range []string{
+		`DELETE FROM retrieval_chunks WHERE tenant_id = $1 AND document_id = $2`,
+		`DELETE FROM retrieval_vectors WHERE tenant_id = $1 AND document_id = $2`,
+	} {
+		tag, err := tx.Exec(ctx, q, tenantID, documentID)
+		if err != nil {
+			return 0, fmt.Errorf("drop projection rows: %w", err)
+		}
+		n += int(tag.RowsAffected())
+	}
+	return n, nil
+}
+
+func storedVersion(ctx context.Context, tx pgx.Tx, tenantID, documentID string) (int64, error) {
+	var v int64
+	err := tx.QueryRow(ctx, `SELECT version FROM retrieval_documents WHERE tenant_id = $1 AND document_id = $2`, tenantID, documentID).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// PutDocument implements retrieval.Store.
+func (r Retrieval) PutDocument(ctx context.Context, p retrieval.PutParams) (int64, int, error) {
+	d := p.Document
+	if d.TenantID == "" || d.DocumentID == "" {
+		return 0, 0, fmt.Errorf("put document: tenant and document id are required: %w", retrieval.ErrInvalidInput)
+	}
+	var version int64
+	var removed int
+	err := r.retTx(ctx, d.TenantID, func(tx pgx.Tx, v int64) error {
+		version = v
+		cur, err := storedVersion(ctx, tx, d.TenantID, d.DocumentID)
+		if err != nil {
+			return err
+		}
+		if cur != p.ExpectedVersion {
+			return fmt.Errorf("stored version %d, expected %d: %w", cur, p.ExpectedVersion, retrieval.ErrConflict)
+		}
+		if removed, err = dropDocumentRows(ctx, tx, d.TenantID, d.DocumentID); err != nil {
+			return err
+		}
+		var meta *string
+		if len(d.Metadata) > 0 {
+			m := string(d.Metadata)
+			meta = &m
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO retrieval_documents (tenant_id, document_id, source_uri, source_version,
+			content, metadata, acl, version, chunks, updated_at, indexed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			ON CONFLICT (tenant_id, document_id) DO UPDATE SET source_uri = excluded.source_uri,
+				source_version = excluded.source_version, content = excluded.content, metadata = excluded.metadata,
+				acl = excluded.acl, version = excluded.version, chunks = excluded.chunks,
+				updated_at = excluded.updated_at, indexed_at = excluded.indexed_at`,
+			d.TenantID, d.DocumentID, d.SourceURI, d.SourceVersion, d.Content, meta, d.ACL, d.Version, len(p.Chunks),
+			d.UpdatedAt, d.IndexedAt); err != nil {
+			return fmt.Errorf("write document: %w", err)
+		}
+		if len(p.Chunks) > 0 {
+			rows := make([][]any, len(p.Chunks))
+			for i, c := range p.Chunks {
+				rows[i] = []any{d.TenantID, c.ChunkID, d.DocumentID, d.Version, c.N, c.Text, c.Digest, d.ACL}
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"retrieval_chunks"},
+				[]string{"tenant_id", "chunk_id", "document_id", "version", "n", "text", "digest", "acl"}, pgx.CopyFromRows(rows)); err != nil {
+				return fmt.Errorf("write chunks: %w", err)
+			}
+		}
+		if len(p.Vectors) > 0 {
+			rows := make([][]any, len(p.Vectors))
+			for i, vec := range p.Vectors {
+				rows[i] = []any{d.TenantID, vec.ChunkID, vec.Model, d.DocumentID, memsql.EncodeVector(vec.Values), len(vec.Values), d.ACL, v}
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"retrieval_vectors"},
+				[]string{"tenant_id", "chunk_id", "model", "document_id", "vec", "dim", "acl", "index_version"}, pgx.CopyFromRows(rows)); err != nil {
+				return fmt.Errorf("write vectors: %w", err)
+			}
+		}
+		if p.Event != nil {
+			ev := *p.Event
+			ev.TenantID, ev.IndexVersion, ev.RowsRemoved = d.TenantID, v, removed
+			return recordInvalidation(ctx, tx, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("put document %s: %w", d.DocumentID, err)
+	}
+	return version, removed, nil
+}
+
+// TouchDocument implements retrieval.Store. It does not move the index
+// version: no projection row changes.
+func (r Retrieval) TouchDocument(ctx context.Context, tenantID, documentID string, version int64, at time.Time) error {
+	tag, err := r.db.pool.Exec(ctx, `UPDATE retrieval_documents SET indexed_at = $4 WHERE tenant_id = $1 AND document_id = $2 AND version = $3`,
+		tenantID, documentID, version, at)
+	if err != nil {
+		return fmt.Errorf("touch document %s: %w", documentID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		if _, err := r.GetDocument(ctx, tenantID, documentID); err != nil {
+			return fmt.Errorf("touch document %s: %w", documentID, err)
+		}
+		return fmt.Errorf("touch document %s: %w", documentID, retrieval.ErrConflict)
+	}
+	return nil
+}
+
+// GetDocument implements retrieval.Store.
+func (r Retrieval) GetDocument(ctx context.Context, tenantID, documentID string) (retrieval.Document, error) {
+	var (
+		d    retrieval.Document
+		meta *string
+	)
+	err := r.db.pool.QueryRow(ctx, `SELECT tenant_id, document_id, source_uri, source_version, content, metadata, acl,
+		version, chunks, updated_at, indexed_at FROM retrieval_documents WHERE tenant_id = $1 AND document_id = $2`,
+		tenantID, documentID).Scan(&d.TenantID, &d.DocumentID, &d.SourceURI, &d.SourceVersion, &d.Content, &meta, &d.ACL,
+		&d.Version, &d.Chunks, &d.UpdatedAt, &d.IndexedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return retrieval.Document{}, fmt.Errorf("document %s: %w", documentID, retrieval.ErrNotFound)
+	}
+	if err != nil {
+		return retrieval.Document{}, fmt.Errorf("read document %s: %w", documentID, err)
+	}
+	if meta != nil {
+		d.Metadata = []byte(*meta)
+	}
+	d.UpdatedAt, d.IndexedAt = d.UpdatedAt.UTC(), d.IndexedAt.UTC()
+	return d, nil
+}
+
+// DeleteDocument implements retrieval.Store.
+func (r Retrieval) DeleteDocument(ctx context.Context, tenantID, documentID string, ev retrieval.Invalidation) (retrieval.Invalidation, error) {
+	err := r.retTx(ctx, tenantID, func(tx pgx.Tx, v int64) error {
+		var cur int64
+		err := tx.QueryRow(ctx, `DELETE FROM retrieval_documents WHERE tenant_id = $1 AND document_id = $2 RETURNING version`,
+			tenantID, documentID).Scan(&cur)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return retrieval.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		n, err := dropDocumentRows(ctx, tx, tenantID, documentID)
+		if err != nil {
+			return err
+		}
+		ev.TenantID, ev.IndexVersion, ev.RowsRemoved, ev.OldVersion = tenantID, v, n, cur
+		return recordInvalidation(ctx, tx, ev)
+	})
+	if err != nil {
+		return retrieval.Invalidation{}, fmt.Errorf("delete document %s: %w", documentID, err)
+	}
+	ev.At = ev.At.UTC().Truncate(time.Microsecond)
+	return ev, nil
+}
+
+// errUnchanged rolls back a membership write that changed nothing, so the
+// index version does not move.
+var errUnchanged = errors.New("membership unchanged")
+
+// SetMember implements retrieval.Store.
+func (r Retrieval) SetMember(ctx context.Context, tenantID, group, principal string, member bool, ev retrieval.Invalidation) (bool, error) {
+	err := r.retTx(ctx, tenantID, func(tx pgx.Tx, v int64) error {
+		var tag pgconn.CommandTag
+		var err error
+		if member {
+			tag, err = tx.Exec(ctx, `INSERT INTO retrieval_members (tenant_id, principal, group_name) VALUES ($1, $2, $3)
+				ON CONFLICT DO NOTHING`, tenantID, principal, group)
+		} else {
+			tag, err = tx.Exec(ctx, `DELETE FROM retrieval_members WHERE tenant_id = $1 AND principal = $2 AND group_name = $3`,
+				tenantID, principal, group)
+		}
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errUnchanged
+		}
+		ev.TenantID, ev.IndexVersion = tenantID, v
+		return recordInvalidation(ctx, tx, ev)
+	})
+	if errors.Is(err, errUnchanged) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("set membership: %w", err)
+	}
+	return true, nil
+}
+
+// Groups implements retrieval.Store.
+func (r Retrieval) Groups(ctx context.Context, tenantID, principal string) ([]string, error) {
+	rows, err := r.db.pool.Query(ctx, `SELECT group_name FROM retrieval_members WHERE tenant_id = $1 AND principal = $2 ORDER BY group_name`,
+		tenantID, principal)
+	if err != nil {
+		return nil, fmt.Errorf("read groups: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read groups: %w", err)
+	}
+	return out, nil
+}
+
+// SearchText implements retrieval.Store: the english tsvector of each
+// chunk matched against the OR of plainto_tsquery of each word, and its ACL
+// overlapping the principal's entries (groups resolved in the same query),
+// ranked by ts_rank_cd normalised by length.
+func (r Retrieval) SearchText(ctx context.Context, q retrieval.TextQuery) ([]retrieval.Scored, error) {
+	words := memsql.Words(q.Terms)
+	if len(words) == 0 {
+		return nil, nil
+	}
+	a := args{q.TenantID, q.Principal, q.NotBefore}
+	parts := make([]string, len(words))
+	for i, w := range words {
+		parts[i] = `plainto_tsquery('english', ` + a.add(w) + `)`
+	}
+	limit := ""
+	if q.Limit > 0 {
+		limit = ` LIMIT ` + a.add(q.Limit)
+	}
+	rows, err := r.db.pool.Query(ctx, `SELECT c.chunk_id, ts_rank_cd(c.tsv, q.q, 1)::float8 AS score
+		FROM retrieval_chunks c
+		JOIN retrieval_documents d ON d.tenant_id = c.tenant_id AND d.document_id = c.document_id AND d.version = c.version,
+		(SELECT `+strings.Join(parts, " || ")+` AS q) q
+		WHERE c.tenant_id = $1 AND c.acl && `+entriesSQL+` AND d.indexed_at >= $3 AND c.tsv @@ q.q
+		ORDER BY score DESC, c.chunk_id`+limit, a...)
+	if err != nil {
+		return nil, fmt.Errorf("search chunks: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (retrieval.Scored, error) {
+		var s retrieval.Scored
+		err := row.Scan(&s.ChunkID, &s.Score)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("search chunks: %w", err)
+	}
+	return out, nil
+}
+
+// ReadableChunks implements retrieval.Store.
+func (r Retrieval) ReadableChunks(ctx context.Context, tenantID, principal string, ids []string, notBefore time.Time) ([]retrieval.Chunk, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := r.db.pool.Query(ctx, `SELECT c.chunk_id, c.document_id, c.version, c.n, c.text, c.digest, d.source_uri, d.source_version
+		FROM retrieval_chunks c
+		JOIN retrieval_documents d ON d.tenant_id = c.tenant_id AND d.document_id = c.document_id AND d.version = c.version
+		WHERE c.tenant_id = $1 AND c.chunk_id = ANY($3) AND d.indexed_at >= $4 AND d.acl && `+entriesSQL,
+		tenantID, principal, ids, notBefore)
+	if err != nil {
+		return nil, fmt.Errorf("read chunks: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (retrieval.Chunk, error) {
+		var c retrieval.Chunk
+		err := row.Scan(&c.ChunkID, &c.DocumentID, &c.Version, &c.N, &c.Text, &c.Digest, &c.SourceURI, &c.SourceVersion)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read chunks: %w", err)
+	}
+	return out, nil
+}
+
+func indexVersion(ctx context.Context, q queryer, tenantID string) (int64, error) {
+	var v int64
+	err := q.QueryRow(ctx, `SELECT index_version FROM retrieval_tenants WHERE tenant_id = $1`, tenantID).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// IndexVersion implements retrieval.Store.
+func (r Retrieval) IndexVersion(ctx context.Context, tenantID string) (int64, error) {
+	v, err := indexVersion(ctx, r.db.pool, tenantID)
+	if err != nil {
+		return 0, fmt.Errorf("read index version: %w", err)
+	}
+	return v, nil
+}
+
+func invalidations(ctx context.Context, q queryer, tenantID string, after int64, limit int) ([]retrieval.Invalidation, error) {
+	sqlLimit := ""
+	if limit > 0 {
+		sqlLimit = fmt.Sprintf(" LIMIT %d", limit)
+	}
+	rows, err := q.Query(ctx, `SELECT index_version, kind, document_id, old_version, new_version, group_name, principal,
+		change, rows_removed, at FROM retrieval_invalidations WHERE tenant_id = $1 AND index_version > $2 ORDER BY index_version`+sqlLimit,
+		tenantID, after)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (retrieval.Invalidation, error) {
+		ev := retrieval.Invalidation{TenantID: tenantID}
+		var kind string
+		err := row.Scan(&ev.IndexVersion, &kind, &ev.DocumentID, &ev.OldVersion, &ev.NewVersion, &ev.Group, &ev.Principal,
+			&ev.Change, &ev.RowsRemoved, &ev.At)
+		ev.Kind, ev.At = retrieval.InvalidationKind(kind), ev.At.UTC()
+		return ev, err
+	})
+}
+
+// Invalidations implements retrieval.Store.
+func (r Retrieval) Invalidations(ctx context.Context, tenantID string, after int64, limit int) ([]retrieval.Invalidation, error) {
+	out, err := invalidations(ctx, r.db.pool, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list invalidations: %w", err)
+	}
+	return out, nil
+}
+
+// Vectors implements retrieval.Store in one repeatable-read snapshot.
+func (r Retrieval) Vectors(ctx context.Context, tenantID, model string, after int64) ([]retrieval.Vector, []retrieval.Invalidation, int64, error) {
+	var (
+		out  []retrieval.Vector
+		invs []retrieval.Invalidation
+		v    int64
+	)
+	err := pgx.BeginTxFunc(ctx, r.db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		if v, err = indexVersion(ctx, tx, tenantID); err != nil {
+			return err
+		}
+		if invs, err = invalidations(ctx, tx, tenantID, after, 0); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT chunk_id, document_id, dim, vec, acl, index_version FROM retrieval_vectors
+			WHERE tenant_id = $1 AND model = $2 AND index_version > $3 ORDER BY index_version, chunk_id`, tenantID, model, after)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (retrieval.Vector, error) {
+			vec := retrieval.Vector{Model: model}
+			var dim int
+			var blob []byte
+			if err := row.Scan(&vec.ChunkID, &vec.DocumentID, &dim, &blob, &vec.ACL, &vec.IndexVersion); err != nil {
+				return vec, err
+			}
+			var err error
+			vec.Values, err = memsql.DecodeVector(blob, dim)
+			return vec, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	return out, invs, v, nil
+}
+
+// PutSnapshot implements retrieval.Store.
+func (r Retrieval) PutSnapshot(ctx context.Context, s retrieval.Snapshot) error {
+	err := pgx.BeginTxFunc(ctx, r.db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO retrieval_snapshots (tenant_id, snapshot_id, query_digest, index_version, principal, k, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, s.TenantID, s.SnapshotID, s.QueryDigest, s.IndexVersion, s.Principal, s.K, s.CreatedAt); err != nil {
+			return fmt.Errorf("write snapshot: %w", err)
+		}
+		b := &pgx.Batch{}
+		for i, h := range s.Hits {
+			b.Queue(`INSERT INTO retrieval_texts (tenant_id, digest, text) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+				s.TenantID, h.ContentDigest, h.Text)
+			b.Queue(`INSERT INTO retrieval_snapshot_hits (tenant_id, snapshot_id, rank, document_id, source_uri,
+				source_version, version, chunk_id, content_digest, score, retrieved_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+				s.TenantID, s.SnapshotID, i, h.DocumentID, h.SourceURI, h.SourceVersion, h.Version, h.ChunkID, h.ContentDigest,
+				h.Score, h.RetrievedAt)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write snapshot hits: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store snapshot: %w", err)
+	}
+	return nil
+}
+
+// GetSnapshot implements retrieval.Store.
+func (r Retrieval) GetSnapshot(ctx context.Context, tenantID, snapshotID string) (retrieval.Snapshot, error) {
+	s := retrieval.Snapshot{TenantID: tenantID, SnapshotID: snapshotID, Hits: []retrieval.Hit{}}
+	err := pgx.BeginTxFunc(ctx, r.db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT query_digest, index_version, principal, k, created_at FROM retrieval_snapshots
+			WHERE tenant_id = $1 AND snapshot_id = $2`, tenantID, snapshotID).Scan(&s.QueryDigest, &s.IndexVersion, &s.Principal, &s.K, &s.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return retrieval.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		s.CreatedAt = s.CreatedAt.UTC()
+		rows, err := tx.Query(ctx, `SELECT h.document_id, h.source_uri, h.source_version, h.version, h.chunk_id, h.content_digest,
+			h.score, h.retrieved_at, t.text FROM retrieval_snapshot_hits h
+			JOIN retrieval_texts t ON t.tenant_id = h.tenant_id AND t.digest = h.content_digest
+			WHERE h.tenant_id = $1 AND h.snapshot_id = $2 ORDER BY h.rank`, tenantID, snapshotID)
+		if err != nil {
+			return err
+		}
+		hits, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (retrieval.Hit, error) {
+			var h retrieval.Hit
+			err := row.Scan(&h.DocumentID, &h.SourceURI, &h.SourceVersion, &h.Version, &h.ChunkID, &h.ContentDigest, &h.Score, &h.RetrievedAt, &h.Text)
+			h.RetrievedAt = h.RetrievedAt.UTC()
+			return h, err
+		})
+		s.Hits = append(s.Hits, hits...)
+		return err
+	})
+	if err != nil {
+		return retrieval.Snapshot{}, fmt.Errorf("read snapshot %s: %w", snapshotID, err)
+	}
+	return s, nil
+}
+
+// PurgeSnapshots implements retrieval.Store.
+func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before time.Time) (int, error) {
+	var n int64
+	err := pgx.BeginTxFunc(ctx, r.db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshot_hits WHERE tenant_id = $1 AND snapshot_id IN
+			(SELECT snapshot_id FROM retrieval_snapshots WHERE tenant_id = $1 AND created_at < $2)`, tenantID, before); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshots WHERE tenant_id = $1 AND created_at < $2`, tenantID, before)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `DELETE FROM retrieval_texts t WHERE t.tenant_id = $1 AND NOT EXISTS
+			(SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = t.tenant_id AND h.content_digest = t.digest)`, tenantID)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("purge snapshots: %w", err)
+	}
+	return int(n), nil
+}
+
+// ProjectionRows implements retrieval.Store.
+func (r Retrieval) ProjectionRows(ctx context.Context, tenantID, documentID string) (int, error) {
+	var n int
+	err := r.db.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM retrieval_chunks WHERE tenant_id = $1 AND document_id = $2) +
+		(SELECT count(*) FROM retrieval_vectors WHERE tenant_id = $1 AND document_id = $2)`, tenantID, documentID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count projection rows: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,602 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mementohq/memento/retrieval"
+	"github.com/mementohq/memento/store/internal/memsql"
+)
+
+// Retrieval is the retrieval.Store of a DB: a view over the same pools. It
+// is a type of its own because its method names meet the other stores'.
+type Retrieval struct{ db *DB }
+
+var _ retrieval.Store = Retrieval{}
+
+// Retrieval returns the retrieval store kept in db.
+func (db *DB) Retrieval() Retrieval { return Retrieval{db: db} }
+
+// aclCheck is the ACL rule in SQL, for a document row d: the principal (the
+// two ? are it) is named, or a group it belongs to now, or the tenant.
+const aclCheck = `EXISTS (SELECT 1 FROM retrieval_acl a WHERE a.tenant_id = d.tenant_id AND a.document_id = d.document_id
+	AND (a.entry = ? OR a.entry = 'tenant' OR a.entry IN (SELECT 'group:' || m.group_name FROM retrieval_members m
+		WHERE m.tenant_id = d.tenant_id AND m.principal = ?)))`
+
+func bumpIndex(ctx context.Context, tx *sql.Tx, tenantID string) (int64, error) {
+	var v int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO retrieval_tenants (tenant_id, index_version) VALUES (?, 1)
+		ON CONFLICT (tenant_id) DO UPDATE SET index_version = index_version + 1 RETURNING index_version`, tenantID).Scan(&v)
+	return v, err
+}
+
+func recordInvalidation(ctx context.Context, tx *sql.Tx, ev retrieval.Invalidation) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO retrieval_invalidations (tenant_id, index_version, kind, document_id, old_version,
+		new_version, group_name, principal, change, rows_removed, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.TenantID, ev.IndexVersion, string(ev.Kind), ev.DocumentID, ev.OldVersion, ev.NewVersion, ev.Group, ev.Principal,
+		ev.Change, ev.RowsRemoved, ev.At.UnixMicro())
+	if err != nil {
+		return fmt.Errorf("record invalidation: %w", err)
+	}
+	return nil
+}
+
+// dropDocumentRows deletes every projection row of a document and returns
+// how many there were.
+func dropDocumentRows(ctx context.Context, tx *sql.Tx, tenantID, documentID string) (int, error) {
+	n := 0
+	res, err := tx.ExecContext(ctx, `DELETE FROM retrieval_fts WHERE rowid IN (SELECT fts_rowid FROM retrieval_chunks
+		WHERE tenant_id = ? AND document_id = ? AND fts_rowid IS NOT NULL)`, tenantID, documentID)
+	if err != nil {
+		return 0, fmt.Errorf("drop full text: %w", err)
+	}
+	k, _ := res.RowsAffected()
+	n += int(k)
+	for _, q := range []string{
+		`DELETE FROM retrieval_chunks WHERE tenant_id = ? AND document_id = ?`,
+		`DELETE FROM retrieval_vectors WHERE tenant_id = ? AND document_id = ?`,
+		`DELETE FROM retrieval_acl WHERE tenant_id = ? AND document_id = ?`,
+	} {
+		res, err := tx.ExecContext(ctx, q, tenantID, documentID)
+		if err != nil {
+			return 0, fmt.Errorf("drop projection rows: %w", err)
+		}
+		k, _ := res.RowsAffected()
+		n += int(k)
+	}
+	return n, nil
+}
+
+// PutDocument implements retrieval.Store.
+func (r Retrieval) PutDocument(ctx context.Context, p retrieval.PutParams) (int64, int, error) {
+	d := p.Document
+	if d.TenantID == "" || d.DocumentID == "" {
+		return 0, 0, fmt.Errorf("put document: tenant and document id are required: %w", retrieval.ErrInvalidInput)
+	}
+	acl, err := json.Marshal(d.ACL)
+	if err != nil {
+		return 0, 0, fmt.Errorf("put document %s: %w", d.DocumentID, err)
+	}
+	var version int64
+	var removed int
+	err = r.db.writeTx(ctx, func(tx *sql.Tx) error {
+		var cur int64
+		err := tx.QueryRowContext(ctx, `SELECT version FROM retrieval_documents WHERE tenant_id = ? AND document_id = ?`,
+			d.TenantID, d.DocumentID).Scan(&cur)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if cur != p.ExpectedVersion {
+			return fmt.Errorf("stored version %d, expected %d: %w", cur, p.ExpectedVersion, retrieval.ErrConflict)
+		}
+		if removed, err = dropDocumentRows(ctx, tx, d.TenantID, d.DocumentID); err != nil {
+			return err
+		}
+		if version, err = bumpIndex(ctx, tx, d.TenantID); err != nil {
+			return err
+		}
+		var meta any
+		if len(d.Metadata) > 0 {
+			meta = string(d.Metadata)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_documents (tenant_id, document_id, source_uri, source_version,
+			content, metadata, acl, version, chunks, updated_at, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (tenant_id, document_id) DO UPDATE SET source_uri = excluded.source_uri,
+				source_version = excluded.source_version, content = excluded.content, metadata = excluded.metadata,
+				acl = excluded.acl, version = excluded.version, chunks = excluded.chunks,
+				updated_at = excluded.updated_at, indexed_at = excluded.indexed_at`,
+			d.TenantID, d.DocumentID, d.SourceURI, d.SourceVersion, d.Content, meta, string(acl), d.Version, len(p.Chunks),
+			d.UpdatedAt.UnixMicro(), d.IndexedAt.UnixMicro()); err != nil {
+			return fmt.Errorf("write document: %w", err)
+		}
+		tokens := make([]string, len(d.ACL))
+		for i, e := range d.ACL {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_acl (tenant_id, document_id, entry) VALUES (?, ?, ?)`,
+				d.TenantID, d.DocumentID, e); err != nil {
+				return fmt.Errorf("write acl: %w", err)
+			}
+			tokens[i] = memsql.ACLScope(d.TenantID, e)
+		}
+		aclTokens := strings.Join(tokens, " ")
+		for _, c := range p.Chunks {
+			res, err := tx.ExecContext(ctx, `INSERT INTO retrieval_fts (acl, body, tenant_id, chunk_id) VALUES (?, ?, ?, ?)`,
+				aclTokens, c.Text, d.TenantID, c.ChunkID)
+			if err != nil {
+				return fmt.Errorf("index chunk text: %w", err)
+			}
+			rowid, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_chunks (tenant_id, chunk_id, document_id, version, n, text, digest, fts_rowid)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, d.TenantID, c.ChunkID, d.DocumentID, d.Version, c.N, c.Text, c.Digest, rowid); err != nil {
+				return fmt.Errorf("write chunk: %w", err)
+			}
+		}
+		for _, v := range p.Vectors {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_vectors (tenant_id, chunk_id, model, document_id, dim, vec, acl, index_version)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, d.TenantID, v.ChunkID, v.Model, d.DocumentID, len(v.Values),
+				memsql.EncodeVector(v.Values), string(acl), version); err != nil {
+				return fmt.Errorf("write vector: %w", err)
+			}
+		}
+		if p.Event != nil {
+			ev := *p.Event
+			ev.TenantID, ev.IndexVersion, ev.RowsRemoved = d.TenantID, version, removed
+			return recordInvalidation(ctx, tx, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("put document %s: %w", d.DocumentID, err)
+	}
+	return version, removed, nil
+}
+
+// TouchDocument implements retrieval.Store.
+func (r Retrieval) TouchDocument(ctx context.Context, tenantID, documentID string, version int64, at time.Time) error {
+	return r.db.writeTx(ctx, func(tx *sql.Tx) error {
+		var cur int64
+		err := tx.QueryRowContext(ctx, `SELECT version FROM retrieval_documents WHERE tenant_id = ? AND document_id = ?`,
+			tenantID, documentID).Scan(&cur)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("touch document %s: %w", documentID, retrieval.ErrNotFound)
+		case err != nil:
+			return fmt.Errorf("touch document %s: %w", documentID, err)
+		case cur != version:
+			return fmt.Errorf("touch document %s: %w", documentID, retrieval.ErrConflict)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE retrieval_documents SET indexed_at = ? WHERE tenant_id = ? AND document_id = ?`,
+			at.UnixMicro(), tenantID, documentID)
+		return err
+	})
+}
+
+// GetDocument implements retrieval.Store.
+func (r Retrieval) GetDocument(ctx context.Context, tenantID, documentID string) (retrieval.Document, error) {
+	var (
+		d                retrieval.Document
+		meta             sql.NullString
+		acl              string
+		updated, indexed int64
+	)
+	err := r.db.r.QueryRowContext(ctx, `SELECT tenant_id, document_id, source_uri, source_version, content, metadata, acl,
+		version, chunks, updated_at, indexed_at FROM retrieval_documents WHERE tenant_id = ? AND document_id = ?`,
+		tenantID, documentID).Scan(&d.TenantID, &d.DocumentID, &d.SourceURI, &d.SourceVersion, &d.Content, &meta, &acl,
+		&d.Version, &d.Chunks, &updated, &indexed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return retrieval.Document{}, fmt.Errorf("document %s: %w", documentID, retrieval.ErrNotFound)
+	}
+	if err != nil {
+		return retrieval.Document{}, fmt.Errorf("read document %s: %w", documentID, err)
+	}
+	if err := json.Unmarshal([]byte(acl), &d.ACL); err != nil {
+		return retrieval.Document{}, fmt.Errorf("decode acl of %s: %w", documentID, err)
+	}
+	if meta.Valid {
+		d.Metadata = json.RawMessage(meta.String)
+	}
+	d.UpdatedAt, d.IndexedAt = fromMicros(updated), fromMicros(indexed)
+	return d, nil
+}
+
+// DeleteDocument implements retrieval.Store.
+func (r Retrieval) DeleteDocument(ctx context.Context, tenantID, documentID string, ev retrieval.Invalidation) (retrieval.Invalidation, error) {
+	err := r.db.writeTx(ctx, func(tx *sql.Tx) error {
+		var cur int64
+		err := tx.QueryRowContext(ctx, `SELECT version FROM retrieval_documents WHERE tenant_id = ? AND document_id = ?`,
+			tenantID, documentID).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return retrieval.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		n, err := dropDocumentRows(ctx, tx, tenantID, documentID)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_documents WHERE tenant_id = ? AND document_id = ?`, tenantID, documentID); err != nil {
+			return err
+		}
+		v, err := bumpIndex(ctx, tx, tenantID)
+		if err != nil {
+			return err
+		}
+		ev.TenantID, ev.IndexVersion, ev.RowsRemoved, ev.OldVersion = tenantID, v, n, cur
+		return recordInvalidation(ctx, tx, ev)
+	})
+	if err != nil {
+		return retrieval.Invalidation{}, fmt.Errorf("delete document %s: %w", documentID, err)
+	}
+	ev.At = fromMicros(ev.At.UnixMicro())
+	return ev, nil
+}
+
+// SetMember implements retrieval.Store.
+func (r Retrieval) SetMember(ctx context.Context, tenantID, group, principal string, member bool, ev retrieval.Invalidation) (bool, error) {
+	changed := false
+	err := r.db.writeTx(ctx, func(tx *sql.Tx) error {
+		var res sql.Result
+		var err error
+		if member {
+			res, err = tx.ExecContext(ctx, `INSERT INTO retrieval_members (tenant_id, principal, group_name) VALUES (?, ?, ?)
+				ON CONFLICT DO NOTHING`, tenantID, principal, group)
+		} else {
+			res, err = tx.ExecContext(ctx, `DELETE FROM retrieval_members WHERE tenant_id = ? AND principal = ? AND group_name = ?`,
+				tenantID, principal, group)
+		}
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		changed = true
+		v, err := bumpIndex(ctx, tx, tenantID)
+		if err != nil {
+			return err
+		}
+		ev.TenantID, ev.IndexVersion = tenantID, v
+		return recordInvalidation(ctx, tx, ev)
+	})
+	if err != nil {
+		return false, fmt.Errorf("set membership: %w", err)
+	}
+	return changed, nil
+}
+
+func groupsOf(ctx context.Context, q querier, tenantID, principal string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT group_name FROM retrieval_members WHERE tenant_id = ? AND principal = ? ORDER BY group_name`,
+		tenantID, principal)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// Groups implements retrieval.Store.
+func (r Retrieval) Groups(ctx context.Context, tenantID, principal string) ([]string, error) {
+	gs, err := groupsOf(ctx, r.db.r, tenantID, principal)
+	if err != nil {
+		return nil, fmt.Errorf("read groups: %w", err)
+	}
+	return gs, nil
+}
+
+func notBeforeMicros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// searchOverfetch is how many more rows the full-text ranking reads than it
+// returns, so the re-check and the TTL rarely leave it short.
+const searchOverfetch = 4
+
+// SearchText implements retrieval.Store with FTS5: the ACL tokens of the
+// principal's entries (its groups read in the same read transaction) ORed,
+// ANDed with the ORed words, ranked by bm25() with the acl column weighed
+// 0; the SQL ACL check on the document row backs the tokens up.
+func (r Retrieval) SearchText(ctx context.Context, q retrieval.TextQuery) ([]retrieval.Scored, error) {
+	words := memsql.Words(q.Terms)
+	if len(words) == 0 {
+		return nil, nil
+	}
+	for i, w := range words {
+		words[i] = `"` + w + `"`
+	}
+	tx, err := r.db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("search chunks: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	groups, err := groupsOf(ctx, tx, q.TenantID, q.Principal)
+	if err != nil {
+		return nil, fmt.Errorf("search chunks: resolve groups: %w", err)
+	}
+	entries := retrieval.Entries(q.Principal, groups)
+	tokens := make([]string, len(entries))
+	for i, e := range entries {
+		tokens[i] = `"` + memsql.ACLScope(q.TenantID, e) + `"`
+	}
+	match := `acl:(` + strings.Join(tokens, " OR ") + `) AND body:(` + strings.Join(words, " OR ") + `)`
+	limit, inner := -1, -1
+	if q.Limit > 0 {
+		limit, inner = q.Limit, searchOverfetch*q.Limit
+	}
+	// The inner query ranks in FTS5 alone, where the ACL tokens already
+	// keep only readable chunks: joining every match before the limit cost
+	// a lookup per matching row (hundreds of ms for a common word over
+	// 20k chunks). The outer query re-checks the ACL in SQL and applies the
+	// TTL to the best inner rows; a TTL that hides most of them can leave
+	// fewer than the limit (the overfetch makes that rare).
+	rows, err := tx.QueryContext(ctx, `SELECT f.chunk_id, f.r FROM (
+			SELECT tenant_id, chunk_id, bm25(retrieval_fts, 0.0, 1.0) AS r FROM retrieval_fts
+			WHERE retrieval_fts MATCH ? AND tenant_id = ? ORDER BY r LIMIT ?) f
+		JOIN retrieval_chunks c ON c.tenant_id = f.tenant_id AND c.chunk_id = f.chunk_id
+		JOIN retrieval_documents d ON d.tenant_id = c.tenant_id AND d.document_id = c.document_id AND d.version = c.version
+		WHERE d.indexed_at >= ? AND `+aclCheck+`
+		ORDER BY f.r, f.chunk_id LIMIT ?`, match, q.TenantID, inner, notBeforeMicros(q.NotBefore), q.Principal, q.Principal, limit)
+	if err != nil {
+		return nil, fmt.Errorf("search chunks: %w", err)
+	}
+	defer rows.Close()
+	var out []retrieval.Scored
+	for rows.Next() {
+		var s retrieval.Scored
+		if err := rows.Scan(&s.ChunkID, &s.Score); err != nil {
+			return nil, fmt.Errorf("search chunks: %w", err)
+		}
+		s.Score = -s.Score // bm25() is lower-is-better
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search chunks: %w", err)
+	}
+	return out, nil
+}
+
+// ReadableChunks implements retrieval.Store.
+func (r Retrieval) ReadableChunks(ctx context.Context, tenantID, principal string, ids []string, notBefore time.Time) ([]retrieval.Chunk, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := []any{tenantID, notBeforeMicros(notBefore), principal, principal}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := r.db.r.QueryContext(ctx, `SELECT c.chunk_id, c.document_id, c.version, c.n, c.text, c.digest, d.source_uri, d.source_version
+		FROM retrieval_chunks c
+		JOIN retrieval_documents d ON d.tenant_id = c.tenant_id AND d.document_id = c.document_id AND d.version = c.version
+		WHERE c.tenant_id = ? AND d.indexed_at >= ? AND `+aclCheck+` AND c.chunk_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read chunks: %w", err)
+	}
+	defer rows.Close()
+	var out []retrieval.Chunk
+	for rows.Next() {
+		var c retrieval.Chunk
+		if err := rows.Scan(&c.ChunkID, &c.DocumentID, &c.Version, &c.N, &c.Text, &c.Digest, &c.SourceURI, &c.SourceVersion); err != nil {
+			return nil, fmt.Errorf("read chunks: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func indexVersion(ctx context.Context, q querier, tenantID string) (int64, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, `SELECT index_version FROM retrieval_tenants WHERE tenant_id = ?`, tenantID).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// IndexVersion implements retrieval.Store.
+func (r Retrieval) IndexVersion(ctx context.Context, tenantID string) (int64, error) {
+	v, err := indexVersion(ctx, r.db.r, tenantID)
+	if err != nil {
+		return 0, fmt.Errorf("read index version: %w", err)
+	}
+	return v, nil
+}
+
+func invalidations(ctx context.Context, q querier, tenantID string, after int64, limit int) ([]retrieval.Invalidation, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := q.QueryContext(ctx, `SELECT index_version, kind, document_id, old_version, new_version, group_name, principal,
+		change, rows_removed, at FROM retrieval_invalidations WHERE tenant_id = ? AND index_version > ? ORDER BY index_version LIMIT ?`,
+		tenantID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []retrieval.Invalidation
+	for rows.Next() {
+		ev := retrieval.Invalidation{TenantID: tenantID}
+		var kind string
+		var at int64
+		if err := rows.Scan(&ev.IndexVersion, &kind, &ev.DocumentID, &ev.OldVersion, &ev.NewVersion, &ev.Group, &ev.Principal,
+			&ev.Change, &ev.RowsRemoved, &at); err != nil {
+			return nil, err
+		}
+		ev.Kind, ev.At = retrieval.InvalidationKind(kind), fromMicros(at)
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// Invalidations implements retrieval.Store.
+func (r Retrieval) Invalidations(ctx context.Context, tenantID string, after int64, limit int) ([]retrieval.Invalidation, error) {
+	out, err := invalidations(ctx, r.db.r, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list invalidations: %w", err)
+	}
+	return out, nil
+}
+
+// Vectors implements retrieval.Store, in one read transaction.
+func (r Retrieval) Vectors(ctx context.Context, tenantID, model string, after int64) ([]retrieval.Vector, []retrieval.Invalidation, int64, error) {
+	tx, err := r.db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	v, err := indexVersion(ctx, tx, tenantID)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	invs, err := invalidations(ctx, tx, tenantID, after, 0)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT chunk_id, document_id, dim, vec, acl, index_version FROM retrieval_vectors
+		WHERE tenant_id = ? AND model = ? AND index_version > ? ORDER BY index_version, chunk_id`, tenantID, model, after)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	defer rows.Close()
+	var out []retrieval.Vector
+	for rows.Next() {
+		vec := retrieval.Vector{Model: model}
+		var dim int
+		var blob []byte
+		var acl string
+		if err := rows.Scan(&vec.ChunkID, &vec.DocumentID, &dim, &blob, &acl, &vec.IndexVersion); err != nil {
+			return nil, nil, 0, fmt.Errorf("read vectors: %w", err)
+		}
+		if vec.Values, err = memsql.DecodeVector(blob, dim); err != nil {
+			return nil, nil, 0, fmt.Errorf("read vector of %s: %w", vec.ChunkID, err)
+		}
+		if err := json.Unmarshal([]byte(acl), &vec.ACL); err != nil {
+			return nil, nil, 0, fmt.Errorf("read vector acl of %s: %w", vec.ChunkID, err)
+		}
+		out = append(out, vec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, 0, fmt.Errorf("read vectors: %w", err)
+	}
+	return out, invs, v, nil
+}
+
+// PutSnapshot implements retrieval.Store.
+func (r Retrieval) PutSnapshot(ctx context.Context, s retrieval.Snapshot) error {
+	return r.db.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_snapshots (tenant_id, snapshot_id, query_digest, index_version, principal, k, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, s.TenantID, s.SnapshotID, s.QueryDigest, s.IndexVersion, s.Principal, s.K, s.CreatedAt.UnixMicro()); err != nil {
+			return fmt.Errorf("write snapshot: %w", err)
+		}
+		for i, h := range s.Hits {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_texts (tenant_id, digest, text) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+				s.TenantID, h.ContentDigest, h.Text); err != nil {
+				return fmt.Errorf("keep snapshot text: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO retrieval_snapshot_hits (tenant_id, snapshot_id, rank, document_id, source_uri,
+				source_version, version, chunk_id, content_digest, score, retrieved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				s.TenantID, s.SnapshotID, i, h.DocumentID, h.SourceURI, h.SourceVersion, h.Version, h.ChunkID, h.ContentDigest,
+				h.Score, h.RetrievedAt.UnixMicro()); err != nil {
+				return fmt.Errorf("write snapshot hit: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// GetSnapshot implements retrieval.Store.
+func (r Retrieval) GetSnapshot(ctx context.Context, tenantID, snapshotID string) (retrieval.Snapshot, error) {
+	tx, err := r.db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return retrieval.Snapshot{}, fmt.Errorf("read snapshot: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	s := retrieval.Snapshot{TenantID: tenantID, SnapshotID: snapshotID, Hits: []retrieval.Hit{}}
+	var created int64
+	err = tx.QueryRowContext(ctx, `SELECT query_digest, index_version, principal, k, created_at FROM retrieval_snapshots
+		WHERE tenant_id = ? AND snapshot_id = ?`, tenantID, snapshotID).Scan(&s.QueryDigest, &s.IndexVersion, &s.Principal, &s.K, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return retrieval.Snapshot{}, fmt.Errorf("snapshot %s: %w", snapshotID, retrieval.ErrNotFound)
+	}
+	if err != nil {
+		return retrieval.Snapshot{}, fmt.Errorf("read snapshot: %w", err)
+	}
+	s.CreatedAt = fromMicros(created)
+	rows, err := tx.QueryContext(ctx, `SELECT h.document_id, h.source_uri, h.source_version, h.version, h.chunk_id, h.content_digest,
+		h.score, h.retrieved_at, t.text FROM retrieval_snapshot_hits h
+		JOIN retrieval_texts t ON t.tenant_id = h.tenant_id AND t.digest = h.content_digest
+		WHERE h.tenant_id = ? AND h.snapshot_id = ? ORDER BY h.rank`, tenantID, snapshotID)
+	if err != nil {
+		return retrieval.Snapshot{}, fmt.Errorf("read snapshot hits: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h retrieval.Hit
+		var at int64
+		if err := rows.Scan(&h.DocumentID, &h.SourceURI, &h.SourceVersion, &h.Version, &h.ChunkID, &h.ContentDigest, &h.Score, &at, &h.Text); err != nil {
+			return retrieval.Snapshot{}, fmt.Errorf("read snapshot hits: %w", err)
+		}
+		h.RetrievedAt = fromMicros(at)
+		s.Hits = append(s.Hits, h)
+	}
+	return s, rows.Err()
+}
+
+// PurgeSnapshots implements retrieval.Store.
+func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before time.Time) (int, error) {
+	var n int64
+	err := r.db.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_snapshot_hits WHERE tenant_id = ? AND snapshot_id IN
+			(SELECT snapshot_id FROM retrieval_snapshots WHERE tenant_id = ? AND created_at < ?)`, tenantID, tenantID, before.UnixMicro()); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM retrieval_snapshots WHERE tenant_id = ? AND created_at < ?`, tenantID, before.UnixMicro())
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		_, err = tx.ExecContext(ctx, `DELETE FROM retrieval_texts WHERE tenant_id = ? AND NOT EXISTS
+			(SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = retrieval_texts.tenant_id AND h.content_digest = retrieval_texts.digest)`, tenantID)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("purge snapshots: %w", err)
+	}
+	return int(n), nil
+}
+
+// ProjectionRows implements retrieval.Store.
+func (r Retrieval) ProjectionRows(ctx context.Context, tenantID, documentID string) (int, error) {
+	var n int
+	err := r.db.r.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM retrieval_chunks WHERE tenant_id = ? AND document_id = ?) +
+		(SELECT count(*) FROM retrieval_vectors WHERE tenant_id = ? AND document_id = ?) +
+		(SELECT count(*) FROM retrieval_acl WHERE tenant_id = ? AND document_id = ?) +
+		(SELECT count(*) FROM retrieval_fts WHERE tenant_id = ? AND chunk_id LIKE ? ESCAPE '\')`,
+		tenantID, documentID, tenantID, documentID, tenantID, documentID, tenantID, likePrefix(documentID+":p")).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count projection rows: %w", err)
+	}
+	return n, nil
+}
+
+func likePrefix(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s) + "%"
+}

@@ -1,0 +1,497 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mementohq/memento/llm/hashembed"
+	"github.com/mementohq/memento/retrieval"
+)
+
+// RetrievalStoreSuite checks a retrieval.Store through the retrieval
+// service (hybrid: the offline embedder is on): provenance, versions and
+// snapshots, ACL and groups, tenant isolation, deletion down to the last
+// projection row, invalidation events, TTL, snapshot retention, and an ACL
+// leak probe over random principals, documents and queries.
+func RetrievalStoreSuite(t *testing.T, open func(t *testing.T) retrieval.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s retrieval.Store)
+	}{
+		{"PutRetrieveProvenance", testRetProvenance},
+		{"NewVersionKeepsSnapshot", testRetNewVersion},
+		{"GroupsCutAccessAtOnce", testRetGroups},
+		{"ACLChange", testRetACLChange},
+		{"TenantIsolation", testRetTenants},
+		{"DeleteRemovesEveryRow", testRetDelete},
+		{"TTL", testRetTTL},
+		{"SnapshotRetention", testRetRetention},
+		{"ConcurrentPuts", testRetConcurrentPuts},
+		{"ACLLeakProbe", testRetLeakProbe},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, open(t))
+		})
+	}
+}
+
+// rfx is a service over the store for one fresh tenant with a clock the
+// test moves.
+type rfx struct {
+	t      *testing.T
+	s      retrieval.Store
+	svc    *retrieval.Service
+	tenant string
+	mu     sync.Mutex
+	now    time.Time
+}
+
+func newRfx(t *testing.T, s retrieval.Store, o retrieval.Options) *rfx {
+	f := &rfx{t: t, s: s, tenant: newTenant(), now: time.Now().UTC().Truncate(time.Microsecond)}
+	o.Embedder = hashembed.New(0)
+	o.Now = func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
+	f.svc = retrieval.NewService(s, o)
+	return f
+}
+
+func (f *rfx) advance(d time.Duration) { f.mu.Lock(); f.now = f.now.Add(d); f.mu.Unlock() }
+
+func (f *rfx) put(id, content string, acl ...string) (retrieval.Document, bool) {
+	f.t.Helper()
+	d, created, err := f.svc.Put(f.t.Context(), f.tenant, retrieval.PutRequest{DocumentID: id, SourceURI: "https://wiki.example/" + id,
+		SourceVersion: retrieval.Digest(content)[7:19], Content: content, ACL: acl, Metadata: json.RawMessage(`{"space":"kb"}`)})
+	if err != nil {
+		f.t.Fatalf("put %s: %v", id, err)
+	}
+	return d, created
+}
+
+func (f *rfx) retrieve(principal, query string, k int) retrieval.Snapshot {
+	f.t.Helper()
+	s, err := f.svc.Retrieve(f.t.Context(), f.tenant, retrieval.RetrieveRequest{Query: query, Principal: principal, K: k})
+	if err != nil {
+		f.t.Fatalf("retrieve %q as %s: %v", query, principal, err)
+	}
+	return s
+}
+
+func (f *rfx) member(group, principal string, in bool) {
+	f.t.Helper()
+	if _, err := f.svc.SetMember(f.t.Context(), f.tenant, group, principal, in); err != nil {
+		f.t.Fatalf("set member %s %s %v: %v", group, principal, in, err)
+	}
+}
+
+func docIDs(s retrieval.Snapshot) map[string]bool {
+	out := map[string]bool{}
+	for _, h := range s.Hits {
+		out[h.DocumentID] = true
+	}
+	return out
+}
+
+func (f *rfx) invalidations() []retrieval.Invalidation {
+	f.t.Helper()
+	evs, err := f.svc.Invalidations(f.t.Context(), f.tenant, 0, 1000)
+	if err != nil {
+		f.t.Fatalf("invalidations: %v", err)
+	}
+	return evs
+}
+
+// longText is n sentences, enough for several chunks.
+func longText(topic string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "Paragraph %d about %s: the refund policy allows returns within thirty days of delivery. ", i, topic)
+	}
+	return b.String()
+}
+
+func testRetProvenance(t *testing.T, s retrieval.Store) {
+	f := newRfx(t, s, retrieval.Options{})
+	d, created := f.put("policy", longText("refunds", 40), "tenant")
+	if !created || d.Version != 1 || d.Chunks < 3 {
+		t.Fatalf("put: created %v version %d chunks %d, want a new version 1 of 3+ chunks", created, d.Version, d.Chunks)
+	}
+	snap := f.retrieve("user:alice", "refund policy returns", 5)
+	if len(snap.Hits) == 0 || snap.SnapshotID == "" || snap.QueryDigest == "" || snap.IndexVersion < 1 || snap.Principal != "user:alice" {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	for _, h := range snap.Hits {
+		if h.DocumentID != "policy" || h.SourceURI != "https://wiki.example/policy" || h.SourceVersion != d.SourceVersion ||
+			!strings.HasPrefix(h.ChunkID, "policy:p1:c") || h.ContentDigest != retrieval.Digest(h.Text) || h.RetrievedAt.IsZero() ||
+			h.Score <= 0 || !strings.Contains(d.Content, h.Text) {
+			t.Fatalf("hit without its provenance: %+v", h)
+		}
+	}
+	// The same document again is no new version; it only refreshes.
+	again, created := f.put("policy", d.Content, "tenant")
+	if created || again.Version != 1 {
+		t.Fatalf("identical put: created %v version %d, want version 1 kept", created, again.Version)
+	}
+	got, err := f.svc.Get(t.Context(), f.tenant, "policy")
+	if err != nil || got.Content != d.Content || !reflect.DeepEqual(got.ACL, []string{"tenant"}) || string(got.Metadata) != `{"space":"kb"}` {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	if evs := f.invalidations(); len(evs) != 0 {
+		t.Fatalf("invalidations after an unchanged put: %+v", evs)
+	}
+}
+
+func testRetNewVersion(t *testing.T, s retrieval.Store) {
+	f := newRfx(t, s, retrieval.Options{})
+	f.put("faq", "Shipping takes five days to Europe and ten days to Asia.", "tenant")
+	before := f.retrieve("user:bob", "shipping days Europe", 5)
+	if len(before.Hits) != 1 || before.Hits[0].ChunkID != "faq:p1:c0" {
+		t.Fatalf("before: %+v", before.Hits)
+	}
+	stored, err := f.svc.Snapshot(t.Context(), f.tenant, before.SnapshotID)
+	if err != nil {
+		t.Fatalf("get snapshot: %v", err)
+	}
+	f.advance(time.Second)
+	d, created := f.put("faq", "Shipping now takes two days to Europe by air freight.", "tenant")
+	if created || d.Version != 2 {
+		t.Fatalf("new version: created %v version %d", created, d.Version)
+	}
+	after := f.retrieve("user:bob", "shipping days Europe", 5)
+	if len(after.Hits) != 1 || after.Hits[0].ChunkID != "faq:p2:c0" || !strings.Contains(after.Hits[0].Text, "two days") {
+		t.Fatalf("after: new retrievals must see only the new version: %+v", after.Hits)
+	}
+	if after.IndexVersion <= before.IndexVersion {
+		t.Fatalf("index version %d did not move past %d", after.IndexVersion, before.IndexVersion)
+	}
+	again, err := f.svc.Snapshot(t.Context(), f.tenant, before.SnapshotID)
+	if err != nil {
+		t.Fatalf("get old snapshot: %v", err)
+	}
+	if !reflect.DeepEqual(again, stored) || !reflect.DeepEqual(again.Hits, before.Hits) {
+		t.Fatalf("the old snapshot changed:\n%+v\nwant\n%+v", again, before)
+	}
+	evs := f.invalidations()
+	if len(evs) != 1 || evs[0].Kind != retrieval.DocumentReplaced || evs[0].DocumentID != "faq" || evs[0].OldVersion != 1 ||
+		evs[0].NewVersion != 2 || evs[0].RowsRemoved == 0 {
+		t.Fatalf("invalidations: %+v", evs)
+	}
+	if n, err := s.ProjectionRows(t.Context(), f.tenant, "faq"); err != nil || n == 0 {
+		t.Fatalf("projection rows of the live version: %d %v", n, err)
+	}
+	if _, err := f.svc.Snapshot(t.Context(), f.tenant, "snap_nope"); !errors.Is(err, retrieval.ErrNotFound) {
+		t.Fatalf("missing snapshot: %v", err)
+	}
+}
+
+func testRetGroups(t *testing.T, s retrieval.Store) {
+	f := newRfx(t, s, retrieval.Options{})
+	f.put("runbook", "Escalation runbook: page the on-call engineer for outages.", "group:support")
+	f.put("memo", "Salary bands memo for the outages team.", "user:carol")
+	f.member("support", "user:alice", true)
+	if got := docIDs(f.retrieve("user:alice", "outages", 10)); !got["runbook"] || got["memo"] {
+		t.Fatalf("alice in support sees %v, want runbook only", got)
+	}
+	if got := f.retrieve("user:bob", "outages", 10); len(got.Hits) != 0 {
+		t.Fatalf("bob, in no group, sees %+v", got.Hits)
+	}
+	f.member("support", "user:alice", false)
+	if got := f.retrieve("user:alice", "outages runbook", 10); len(got.Hits) != 0 {
+		t.Fatalf("alice removed from support still sees %+v", got.Hits)
+	}
+	if got := docIDs(f.retrieve("user:carol", "outages memo", 10)); !got["memo"] || got["runbook"] {
+		t.Fatalf("carol sees %v, want memo only", got)
+	}
+	evs := f.invalidations()
+	if len(evs) != 2 || evs[0].Kind != retrieval.MembershipChanged || evs[0].Change != "added" || evs[1].Change != "removed" ||
+		evs[1].Group != "support" || evs[1].Principal != "user:alice" || evs[1].IndexVersion <= evs[0].IndexVersion {
+		t.Fatalf("membership invalidations: %+v", evs)
+	}
+	// Removing again changes nothing and records nothing.
+	if ok, err := f.svc.SetMember(t.Context(), f.tenant, "support", "user:alice", false); err != nil || ok {
+		t.Fatalf("second removal: %v %v", ok, err)
+	}
+	if _, err := f.svc.SetMember(t.Context(), f.tenant, "support", "group:x", true); !errors.Is(err, retrieval.ErrInvalidInput) {
+		t.Fatalf("a group as a member: %v", err)
+	}
+}
+
+func testRetACLChange(t *testing.T, s retrieval.Store) {
+	f := newRfx(t, s, retrieval.Options{})
+	f.put("plan", "Quarterly roadmap plan with launch dates.", "user:dana", "user:erin")
+	if got := f.retrieve("user:erin", "roadmap launch", 5); len(got.Hits) != 1 {
+		t.Fatalf("erin before: %+v", got.Hits)
+	}
+	d, _ := f.put("plan", "Quarterly roadmap plan with launch dates.", "user:dana")
+	if d.Version != 2 {
+		t.Fatalf("acl change version %d, want 2", d.Version)
+	}
+	if got := f.retrieve("user:erin", "roadmap launch", 5); len(got.Hits) != 0 {
+		t.Fatalf("erin after losing access: %+v", got.Hits)
+	}
+	if got := f.retrieve("user:dana", "roadmap launch", 5); len(got.Hits) != 1 || got.Hits[0].ChunkID != "plan:p2:c0" {
+		t.Fatalf("dana after: %+v", got.Hits)
+	}
+	evs := f.invalidations()
+	if len(evs) != 1 || evs[0].Kind != retrieval.ACLChanged || evs[0].RowsRemoved == 0 {
+		t.Fatalf("acl invalidation: %+v", evs)
+	}
+}
+
+func testRetTenants(t *testing.T, s retrieval.Store) {
+	a := newRfx(t, s, retrieval.Options{})
+	b := newRfx(t, s, retrieval.Options{})
+	a.put("doc", "Tenant A secret: the vault code is orange.", "tenant")
+	b.put("doc", "Tenant B note about apples.", "tenant")
+	b.member("staff", "user:x", true)
+	for _, h := range b.retrieve("user:x", "vault code orange secret apples", 10).Hits {
+		if strings.Contains(h.Text, "orange") {
+			t.Fatalf("tenant B sees A's text: %+v", h)
+		}
+	}
+	if got := a.retrieve("user:x", "vault orange", 10); len(got.Hits) != 1 || !strings.Contains(got.Hits[0].Text, "orange") {
+		t.Fatalf("tenant A: %+v", got.Hits)
+	}
+	if gs, err := a.svc.Groups(t.Context(), a.tenant, "user:x"); err != nil || len(gs) != 0 {
+		t.Fatalf("B's membership shows in A: %v %v", gs, err)
+	}
+	snap := a.retrieve("user:x", "vault", 5)
+	if _, err := b.svc.Snapshot(t.Context(), b.tenant, snap.SnapshotID); !errors.Is(err, retrieval.ErrNotFound) {
+		t.Fatalf("B reads A's snapshot: %v", err)
+	}
+	if _, err := b.svc.Delete(t.Context(), b.tenant, "doc"); err != nil {
+		t.Fatalf("delete B's doc: %v", err)
+	}
+	if n, err := s.ProjectionRows(t.Context(), a.tenant, "doc"); err != nil || n == 0 {
+		t.Fatalf("B's delete touched A: %d rows, %v", n, err)
+	}
+	if evs := a.invalidations(); len(evs) != 0 {
+		t.Fatalf("B's events show in A: %+v", evs)
+	}
+}
+
+func testRetDelete(t *testing.T, s retrieval.Store) {
+	f := newRfx(t, s, retrieval.Options{})
+	f.put("gone", longText("deletion", 30), "tenant", "group:ops")
+	f.put("gone", longText("deletion v2", 30), "tenant")
+	if n, err := s.ProjectionRows(t.Context(), f.tenant, "gone"); err != nil || n == 0 {
+		t.Fatalf("rows before delete: %d %v", n, err)
+	}
+	old := f.retrieve("user:z", "deletion refund", 3)
+	ev, err := f.svc.Delete(t.Context(), f.tenant, "gone")
+	if err != nil || ev.Kind != retrieval.DocumentDeleted || ev.RowsRemoved == 0 || ev.OldVersion != 2 {
+		t.Fatalf("delete: %+v %v", ev, err)
+	}
+	if n, err := s.ProjectionRows(t.Context(), f.tenant, "gone"); err != nil || n != 0 {
+		t.Fatalf("%d projection rows left after delete (%v)", n, err)
+	}
+	if got := f.retrieve("user:z", "deletion refund", 10); len(got.Hits) != 0 {
+		t.Fatalf("deleted document still served: %+v", got.Hits)
+	}
+	if _, err := f.svc.Get(t.Context(), f.tenant, "gone"); !errors.Is(err, retrieval.ErrNotFound) {
+		t.Fatalf("get deleted: %v", err)
+	}
+	if _, err := f.svc.Delete(t.Context(), f.tenant, "gone"); !errors.Is(err, retrieval.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if again, err := f.svc.Snapshot(t.Context(), f.tenant, old.SnapshotID); err != nil || !reflect.DeepEqual(again.Hits, old.Hits) {
+		t.Fatalf("snapshot taken before the delete: %v", err)
+	}
+	if evs := f.invalidations(); len(evs) != 2 || evs[1].Kind != retrieval.DocumentDeleted {
+		t.Fatalf("invalidations: %+v", evs)
+	}
+}
+
+func testRetTTL(t *testing.T, s retrieval.Store) {
+	f := newRfx(t, s, retrieval.Options{TTL: time.Hour})
+	f.put("stale", "Office hours are nine to five.", "tenant")
+	if got := f.retrieve("user:a", "office hours", 5); len(got.Hits) != 1 {
+		t.Fatalf("fresh: %+v", got.Hits)
+	}
+	f.advance(2 * time.Hour)
+	if got := f.retrieve("user:a", "office hours", 5); len(got.Hits) != 0 {
+		t.Fatalf("older than the TTL still served: %+v", got.Hits)
+	}
+	d, created := f.put("stale", "Office hours are nine to five.", "tenant") // the source confirms it: a refresh
+	if created || d.Version != 1 {
+		t.Fatalf("refresh: %v %d", created, d.Version)
+	}
+	if got := f.retrieve("user:a", "office hours", 5); len(got.Hits) != 1 {
+		t.Fatalf("refreshed: %+v", got.Hits)
+	}
+}
+
+func testRetRetention(t *testing.T, s retrieval.Store) {
+	f := newRfx(t, s, retrieval.Options{SnapshotRetention: time.Hour})
+	f.put("r", "Retention keeps snapshots for a while.", "tenant")
+	old := f.retrieve("user:a", "retention snapshots", 5)
+	f.advance(2 * time.Hour)
+	young := f.retrieve("user:a", "retention snapshots", 5)
+	n, err := f.svc.PurgeSnapshots(t.Context(), f.tenant)
+	if err != nil || n != 1 {
+		t.Fatalf("purge: %d %v, want 1", n, err)
+	}
+	if _, err := f.svc.Snapshot(t.Context(), f.tenant, old.SnapshotID); !errors.Is(err, retrieval.ErrNotFound) {
+		t.Fatalf("purged snapshot: %v", err)
+	}
+	if got, err := f.svc.Snapshot(t.Context(), f.tenant, young.SnapshotID); err != nil || got.Hits[0].Text != young.Hits[0].Text {
+		t.Fatalf("kept snapshot lost its text: %+v %v", got, err)
+	}
+}
+
+func testRetConcurrentPuts(t *testing.T, s retrieval.Store) {
+	f := newRfx(t, s, retrieval.Options{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := f.svc.Put(t.Context(), f.tenant, retrieval.PutRequest{DocumentID: "race", Content: fmt.Sprintf("version %d of the race", i), ACL: []string{"tenant"}})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && !errors.Is(err, retrieval.ErrConflict) {
+			t.Fatalf("concurrent put: %v", err)
+		}
+	}
+	d, err := f.svc.Get(t.Context(), f.tenant, "race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.retrieve("user:a", "race version", 20)
+	if len(got.Hits) != 1 || got.Hits[0].ChunkID != retrieval.ChunkID("race", d.Version, 0) {
+		t.Fatalf("after racing puts: version %d, hits %+v", d.Version, got.Hits)
+	}
+}
+
+// testRetLeakProbe puts random documents with random ACLs over random
+// group memberships, changes memberships and ACLs as it goes, and checks
+// every hit of every retrieval against the test's own model of who may
+// read what. It also checks that readable documents are found, so a probe
+// that finds nothing cannot pass.
+func testRetLeakProbe(t *testing.T, s retrieval.Store) {
+	f := newRfx(t, s, retrieval.Options{})
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"}
+	const users, groups, docs, probes = 30, 8, 40, 1000
+	user := func(i int) string { return fmt.Sprintf("user:u%d", i) }
+	members := map[string]map[string]bool{}
+	setMember := func(u, g string, in bool) {
+		f.member(g, u, in)
+		if members[u] == nil {
+			members[u] = map[string]bool{}
+		}
+		members[u][g] = in
+	}
+	for u := range users {
+		for g := range groups {
+			if rng.IntN(4) == 0 {
+				setMember(user(u), fmt.Sprintf("g%d", g), true)
+			}
+		}
+	}
+	acls := map[string][]string{}
+	chunkIDs := map[string]string{} // every chunk id ever written -> its document
+	putDoc := func(id string) {
+		var acl []string
+		switch rng.IntN(10) {
+		case 0:
+			acl = []string{"tenant"}
+		default:
+			for range 1 + rng.IntN(3) {
+				if rng.IntN(2) == 0 {
+					acl = append(acl, user(rng.IntN(users)))
+				} else {
+					acl = append(acl, fmt.Sprintf("group:g%d", rng.IntN(groups)))
+				}
+			}
+		}
+		var b strings.Builder
+		for range 8 + rng.IntN(20) {
+			b.WriteString(words[rng.IntN(len(words))] + " ")
+		}
+		d, _ := f.put(id, b.String(), acl...)
+		acls[id] = acl
+		for n := range d.Chunks {
+			chunkIDs[retrieval.ChunkID(id, d.Version, n)] = id
+		}
+	}
+	for d := range docs {
+		putDoc(fmt.Sprintf("d%d", d))
+	}
+	may := func(u, doc string) bool {
+		for _, a := range acls[doc] {
+			if a == "tenant" || a == u || (strings.HasPrefix(a, "group:") && members[u][strings.TrimPrefix(a, "group:")]) {
+				return true
+			}
+		}
+		return false
+	}
+	all := func() []string {
+		out := make([]string, 0, len(chunkIDs))
+		for id := range chunkIDs {
+			out = append(out, id)
+		}
+		return out
+	}
+	// Every probe asks the store's full text directly, with no limit; every
+	// fifth re-checks every chunk id ever written, live or stale; every
+	// tenth retrieves through the service (hybrid, snapshot stored).
+	leaks, hits, empty := 0, 0, 0
+	check := func(i int, u, q, what, doc, chunk string) {
+		hits++
+		if !may(u, doc) {
+			leaks++
+			t.Errorf("probe %d (%s): %s got %s (acl %v) for %q", i, what, u, chunk, acls[doc], q)
+		}
+	}
+	for i := range probes {
+		switch rng.IntN(20) {
+		case 0:
+			setMember(user(rng.IntN(users)), fmt.Sprintf("g%d", rng.IntN(groups)), rng.IntN(2) == 0)
+		case 1:
+			putDoc(fmt.Sprintf("d%d", rng.IntN(docs)))
+		}
+		u := user(rng.IntN(users))
+		q := words[rng.IntN(len(words))] + " " + words[rng.IntN(len(words))]
+		text, err := s.SearchText(t.Context(), retrieval.TextQuery{TenantID: f.tenant, Principal: u, Terms: strings.Fields(q)})
+		if err != nil {
+			t.Fatalf("search text: %v", err)
+		}
+		if len(text) == 0 {
+			empty++
+		}
+		for _, h := range text {
+			check(i, u, q, "full text", chunkIDs[h.ChunkID], h.ChunkID)
+		}
+		if i%5 == 0 {
+			cs, err := s.ReadableChunks(t.Context(), f.tenant, u, all(), time.Time{})
+			if err != nil {
+				t.Fatalf("readable chunks: %v", err)
+			}
+			for _, c := range cs {
+				check(i, u, q, "re-check", c.DocumentID, c.ChunkID)
+			}
+		}
+		if i%10 == 0 {
+			for _, h := range f.retrieve(u, q, 1+rng.IntN(20)).Hits {
+				check(i, u, q, "retrieve", h.DocumentID, h.ChunkID)
+			}
+		}
+	}
+	t.Logf("ACL leak probe: %d random principal/query combinations (each a full-text query; every 5th a re-check over every chunk id ever written; every 10th a hybrid retrieve) by %d principals over %d documents and %d groups, %d hits checked, %d leaks",
+		probes, users, docs, groups, hits, leaks)
+	if hits < probes {
+		t.Fatalf("only %d hits in %d probes (%d empty): the probe checks too little", hits, probes, empty)
+	}
+}
