@@ -35,7 +35,7 @@ type ConversationIndexing struct {
 	Window, Stride int
 	// Speaker, Date and Captions put the speaker's name, the day and an
 	// image's caption into the searchable text: questions name people and
-	// times ("when did Caroline ...").
+	// times ("when did Ann ...").
 	Speaker, Date, Captions bool
 }
 

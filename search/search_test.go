@@ -10,8 +10,8 @@ import (
 )
 
 func TestTerms(t *testing.T) {
-	got := Terms("Where does Caroline LIVE now? Caroline, where!")
-	want := []string{"caroline", "live"}
+	got := Terms("Where does Ingrid LIVE now? Ingrid, where!")
+	want := []string{"ingrid", "live"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Terms = %q, want %q", got, want)
 	}
@@ -115,17 +115,17 @@ func TestVectorIndexExact(t *testing.T) {
 }
 func TestTextIndexBM25(t *testing.T) {
 	x := NewTextIndex()
-	x.Add("a", "Caroline went to the LGBTQ support group")
-	x.Add("b", "Melanie painted a sunset over the lake")
-	x.Add("c", "Caroline is researching adoption agencies; adoption is her dream")
+	x.Add("a", "Ingrid went to the chess club meeting")
+	x.Add("b", "Tomas painted a sunset over the lake")
+	x.Add("c", "Ingrid is researching adoption agencies; adoption is her dream")
 	x.Add("d", "temporary")
 	x.Remove("d")
 	if x.Len() != 3 {
 		t.Fatalf("Len = %d", x.Len())
 	}
-	got := x.Search("When did Caroline go to the support groups?", 10, nil)
+	got := x.Search("When did Ingrid go to the chess clubs?", 10, nil)
 	if len(got) != 2 || got[0].ID != "a" || got[1].ID != "c" {
-		t.Fatalf("Search = %+v, want a (support group, stemmed) then c", got)
+		t.Fatalf("Search = %+v, want a (chess club, stemmed) then c", got)
 	}
 	if got := x.Search("adopting", 10, func(id string) bool { return id != "c" }); len(got) != 0 {
 		t.Fatalf("filtered search = %+v", got)
