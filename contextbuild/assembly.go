@@ -18,23 +18,12 @@ type line struct {
 	tokens int
 }
 
-// assembly is a context being built: its messages, each with the part it
-// accounts to and, for parts made of lines, the lines (so that the exact
-// final check can drop the last line rather than the whole part).
+// assembly is a context being built: its messages and their accounting.
 type assembly struct {
 	counter tokens.Counter
 	msgs    []llm.Message
-	parts   []*builtPart
 	acc     Accounting
 	total   int
-}
-
-type builtPart struct {
-	kind   string
-	header string
-	lines  []line
-	msg    int // index in msgs
-	part   int // index in acc.Parts
 }
 
 // add appends a whole message as one part.
@@ -45,7 +34,6 @@ func (a *assembly) add(kind string, m llm.Message, src []string) {
 	}
 	a.msgs = append(a.msgs, m)
 	a.acc.Parts = append(a.acc.Parts, Part{Kind: kind, Tokens: n, SourceIDs: src})
-	a.parts = append(a.parts, &builtPart{kind: kind, msg: len(a.msgs) - 1, part: len(a.acc.Parts) - 1})
 	a.total += n
 }
 
@@ -101,7 +89,6 @@ func (a *assembly) addLinesMessage(kind, header string, lines []line, used int, 
 	src := sources(lines)
 	a.msgs = append(a.msgs, llm.Message{Role: role, Content: render(header, lines)})
 	a.acc.Parts = append(a.acc.Parts, Part{Kind: kind, Tokens: used, SourceIDs: src})
-	a.parts = append(a.parts, &builtPart{kind: kind, header: header, lines: append([]line(nil), lines...), msg: len(a.msgs) - 1, part: len(a.acc.Parts) - 1})
 	a.total += used
 }
 
@@ -125,49 +112,6 @@ func render(header string, lines []line) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-// dropLast removes the last line of the last part that may be cut (or the
-// whole part when it has no lines), recording it as left out, and reports
-// whether anything could be dropped. Parts count again exactly.
-func (a *assembly) dropLast() bool {
-	for i := len(a.parts) - 1; i >= 0; i-- {
-		p := a.parts[i]
-		switch p.kind {
-		case KindSystem, KindTools, KindQuery:
-			continue
-		}
-		if len(p.lines) > 1 {
-			last := p.lines[len(p.lines)-1]
-			p.lines = p.lines[:len(p.lines)-1]
-			a.msgs[p.msg].Content = render(p.header, p.lines)
-			a.acc.Parts[p.part].SourceIDs = sources(p.lines)
-			a.acc.Parts[p.part].Tokens = tokens.MessageTokens(a.counter, a.msgs[p.msg])
-			if last.src != "" {
-				a.leave(p.kind, []string{last.src}, "left out by the exact count of the final context")
-			}
-			return true
-		}
-		a.leave(p.kind, a.acc.Parts[p.part].SourceIDs, "left out by the exact count of the final context")
-		a.removePart(i)
-		return true
-	}
-	return false
-}
-
-func (a *assembly) removePart(i int) {
-	p := a.parts[i]
-	a.msgs = append(a.msgs[:p.msg], a.msgs[p.msg+1:]...)
-	a.acc.Parts = append(a.acc.Parts[:p.part], a.acc.Parts[p.part+1:]...)
-	a.parts = append(a.parts[:i], a.parts[i+1:]...)
-	for _, q := range a.parts {
-		if q.msg > p.msg {
-			q.msg--
-		}
-		if q.part > p.part {
-			q.part--
-		}
-	}
 }
 
 // addState shows the owner's state when it fits its share.

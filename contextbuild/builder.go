@@ -233,13 +233,12 @@ func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result
 	// OpenAI encodings' pre-tokenizer always splits, so the sum is the
 	// exact count of the joined message (the property test checks it
 	// against a full recount) and a rebuild re-tokenizes nothing it has
-	// seen.
+	// seen. Every part was admitted against what the budget had left, so
+	// the total fits by construction; a context over budget is a bug here,
+	// answered as one rather than sent.
 	a.acc.TotalTokens = a.total + tokens.ReplyPriming
-	for a.acc.TotalTokens > r.BudgetTokens-r.ReserveTokens {
-		if !a.dropLast() {
-			return Result{}, fmt.Errorf("%w: the parts that are never cut take %d tokens", ErrBudgetTooSmall, a.acc.TotalTokens)
-		}
-		a.acc.TotalTokens = tokens.ChatTokens(counter, a.msgs)
+	if a.acc.TotalTokens > r.BudgetTokens-r.ReserveTokens {
+		return Result{}, fmt.Errorf("build context: %d tokens over a budget of %d (a builder defect)", a.acc.TotalTokens, r.BudgetTokens-r.ReserveTokens)
 	}
 	return Result{Messages: a.msgs, Accounting: a.acc}, nil
 }

@@ -1,7 +1,6 @@
 package contextbuild
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/mementohq/memento/llm"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/search"
@@ -60,7 +60,6 @@ func (it item) message() llm.Message {
 // history is an owner's raw items, cached with their token counts (per
 // tokenizer) and a search index, and extended by what was appended since.
 type history struct {
-	key      historyKey
 	kind, id string
 	userID   string // the session's user
 	// generation tells a session created again under the same id apart.
@@ -379,12 +378,6 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 			a.msgs = append(a.msgs, it.message())
 		}
 		a.acc.Parts = append(a.acc.Parts, Part{Kind: KindRecent, Tokens: used, SourceIDs: src})
-		// Recent messages are separate messages: dropLast removes the part
-		// whole, which keeps the accounting exact.
-		first := len(a.msgs) - len(recent)
-		for k := range recent {
-			a.parts = append(a.parts, &builtPart{kind: KindRecent, msg: first + k, part: len(a.acc.Parts) - 1})
-		}
 		a.total += used
 	}
 	var summarised, out []item
@@ -493,16 +486,15 @@ func (h *history) ranges(items []item) []string {
 
 // historyCache is a bounded LRU of histories.
 type historyCache struct {
-	max     int
-	mu      sync.Mutex
-	entries map[historyKey]*list.Element
-	lru     *list.List
+	mu sync.Mutex // makes get-or-replace one step
+	c  *lru.Cache[historyKey, *history]
 }
 
 type historyKey struct{ tenant, kind, id string }
 
-func newHistoryCache(max int) *historyCache {
-	return &historyCache{max: max, entries: map[historyKey]*list.Element{}, lru: list.New()}
+func newHistoryCache(size int) *historyCache {
+	c, _ := lru.New[historyKey, *history](size) // errors only for size <= 0
+	return &historyCache{c: c}
 }
 
 // get returns the cached history of an owner, a fresh one if none is cached
@@ -511,22 +503,11 @@ func (c *historyCache) get(tenant, kind, id, generation string) *history {
 	k := historyKey{tenant, kind, id}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.entries[k]; ok {
-		h := el.Value.(*history)
-		if h.generation == generation {
-			c.lru.MoveToFront(el)
-			return h
-		}
-		c.lru.Remove(el)
-		delete(c.entries, k)
+	if h, ok := c.c.Get(k); ok && h.generation == generation {
+		return h
 	}
-	h := &history{key: k, kind: kind, id: id, generation: generation, index: search.NewTextIndex(), windows: search.NewTextIndex(), counts: map[string]*itemCounts{}}
-	c.entries[k] = c.lru.PushFront(h)
-	for c.lru.Len() > c.max {
-		old := c.lru.Back()
-		c.lru.Remove(old)
-		delete(c.entries, old.Value.(*history).key)
-	}
+	h := &history{kind: kind, id: id, generation: generation, index: search.NewTextIndex(), windows: search.NewTextIndex(), counts: map[string]*itemCounts{}}
+	c.c.Add(k, h)
 	return h
 }
 

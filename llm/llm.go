@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+
+	"github.com/viterin/vek/vek32"
 )
 
 // Embedder turns texts into vectors. Every returned vector is L2-normalised
@@ -124,11 +126,12 @@ func Normalize(v []float32) bool {
 }
 
 // Dot is the dot product of two vectors of the same length (the cosine
-// similarity of two normalised vectors).
+// similarity of two normalised vectors). It runs the AVX2 kernel of
+// viterin/vek where the CPU has one (3 to 6 times a Go loop at 100 to 256
+// dimensions), a Go loop elsewhere.
 func Dot(a, b []float32) float32 {
-	var s float32
-	for i := range a {
-		s += a[i] * b[i]
+	if len(a) == 0 {
+		return 0
 	}
-	return s
+	return vek32.Dot(a, b[:len(a)])
 }

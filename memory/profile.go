@@ -1,14 +1,14 @@
 package memory
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // MaxProfileClaims bounds the claims one profile shows; a profile that
@@ -126,54 +126,20 @@ func renderValue(v json.RawMessage) string {
 
 // profileCache is a bounded LRU of built profiles.
 type profileCache struct {
-	max     int
-	mu      sync.Mutex
-	entries map[subjectKey]*list.Element
-	lru     *list.List
+	c *lru.Cache[subjectKey, Profile]
 }
 
-type profileEntry struct {
-	key subjectKey
-	p   Profile
-}
-
-func newProfileCache(max int) *profileCache {
-	return &profileCache{max: max, entries: map[subjectKey]*list.Element{}, lru: list.New()}
+func newProfileCache(size int) *profileCache {
+	c, _ := lru.New[subjectKey, Profile](size) // errors only for size <= 0
+	return &profileCache{c: c}
 }
 
 func (pc *profileCache) get(tenant, subject string) (Profile, bool) {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	el, ok := pc.entries[subjectKey{tenant, subject}]
-	if !ok {
-		return Profile{}, false
-	}
-	pc.lru.MoveToFront(el)
-	return el.Value.(*profileEntry).p, true
+	return pc.c.Get(subjectKey{tenant, subject})
 }
 
 func (pc *profileCache) put(tenant, subject string, p Profile) {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	k := subjectKey{tenant, subject}
-	if el, ok := pc.entries[k]; ok {
-		el.Value.(*profileEntry).p = p
-		pc.lru.MoveToFront(el)
-		return
-	}
-	pc.entries[k] = pc.lru.PushFront(&profileEntry{key: k, p: p})
-	for pc.lru.Len() > pc.max {
-		old := pc.lru.Back()
-		pc.lru.Remove(old)
-		delete(pc.entries, old.Value.(*profileEntry).key)
-	}
+	pc.c.Add(subjectKey{tenant, subject}, p)
 }
 
-func (pc *profileCache) drop(tenant, subject string) {
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	if el, ok := pc.entries[subjectKey{tenant, subject}]; ok {
-		pc.lru.Remove(el)
-		delete(pc.entries, subjectKey{tenant, subject})
-	}
-}
+func (pc *profileCache) drop(tenant, subject string) { pc.c.Remove(subjectKey{tenant, subject}) }

@@ -1,8 +1,10 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -179,7 +181,12 @@ func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery
 		hits = append(hits, h)
 	}
 	if q.HalfLife > 0 {
-		sortHits(hits)
+		slices.SortFunc(hits, func(a, b Hit) int {
+			if c := cmp.Compare(b.Score, a.Score); c != 0 {
+				return c
+			}
+			return strings.Compare(a.MemoryID, b.MemoryID)
+		})
 	}
 	if q.DistinctMessages {
 		kept := dropCovered(hits)
@@ -187,12 +194,4 @@ func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery
 		hits = kept
 	}
 	return hits, removed, nil
-}
-
-func sortHits(hs []Hit) {
-	for i := 1; i < len(hs); i++ {
-		for j := i; j > 0 && (hs[j].Score > hs[j-1].Score || (hs[j].Score == hs[j-1].Score && hs[j].MemoryID < hs[j-1].MemoryID)); j-- {
-			hs[j], hs[j-1] = hs[j-1], hs[j]
-		}
-	}
 }

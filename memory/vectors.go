@@ -1,12 +1,12 @@
 package memory
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/mementohq/memento/search"
 )
 
@@ -29,11 +29,7 @@ const reembedBatch = 256
 type vectorCache struct {
 	store    Store
 	embedder Embedder
-	max      int
-
-	mu      sync.Mutex
-	entries map[subjectKey]*list.Element
-	lru     *list.List
+	entries  *lru.Cache[subjectKey, *vectorEntry]
 }
 
 type subjectKey struct{ tenant, subject string }
@@ -45,45 +41,29 @@ type vectorEntry struct {
 	index   *search.VectorIndex
 }
 
-func newVectorCache(store Store, e Embedder, max int) *vectorCache {
-	return &vectorCache{store: store, embedder: e, max: max, entries: map[subjectKey]*list.Element{}, lru: list.New()}
+func newVectorCache(store Store, e Embedder, size int) *vectorCache {
+	c, _ := lru.New[subjectKey, *vectorEntry](size) // errors only for size <= 0
+	return &vectorCache{store: store, embedder: e, entries: c}
 }
 
 // entry returns the subject's entry; dim sizes a new one's index (an
 // embedder may learn its dimension from its first answer).
 func (vc *vectorCache) entry(tenant, subject string, dim int) *vectorEntry {
 	k := subjectKey{tenant, subject}
-	vc.mu.Lock()
-	defer vc.mu.Unlock()
-	if el, ok := vc.entries[k]; ok {
-		vc.lru.MoveToFront(el)
-		return el.Value.(*vectorEntry)
+	if e, ok := vc.entries.Get(k); ok {
+		return e
 	}
 	e := &vectorEntry{key: k, index: search.NewVectorIndexWith(dim, search.Options{ExactLimit: exactVectorLimit})}
-	vc.entries[k] = vc.lru.PushFront(e)
-	for vc.lru.Len() > vc.max {
-		old := vc.lru.Back()
-		vc.lru.Remove(old)
-		delete(vc.entries, old.Value.(*vectorEntry).key)
+	if prev, ok, _ := vc.entries.PeekOrAdd(k, e); ok {
+		return prev // another search made it first
 	}
 	return e
 }
 
-func (vc *vectorCache) drop(tenant, subject string) {
-	vc.mu.Lock()
-	defer vc.mu.Unlock()
-	if el, ok := vc.entries[subjectKey{tenant, subject}]; ok {
-		vc.lru.Remove(el)
-		delete(vc.entries, subjectKey{tenant, subject})
-	}
-}
+func (vc *vectorCache) drop(tenant, subject string) { vc.entries.Remove(subjectKey{tenant, subject}) }
 
 func (vc *vectorCache) remove(tenant, subject, memoryID string) {
-	vc.mu.Lock()
-	el, ok := vc.entries[subjectKey{tenant, subject}]
-	vc.mu.Unlock()
-	if ok {
-		e := el.Value.(*vectorEntry)
+	if e, ok := vc.entries.Peek(subjectKey{tenant, subject}); ok {
 		e.mu.Lock()
 		e.index.Remove(memoryID)
 		e.mu.Unlock()

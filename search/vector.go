@@ -2,10 +2,9 @@ package search
 
 import (
 	"container/heap"
-	"math"
 	"slices"
 
-	"github.com/viterin/vek/vek32"
+	"github.com/mementohq/memento/llm"
 )
 
 // Meta is what a vector index keeps beside a vector so it can filter before
@@ -286,30 +285,12 @@ func (x *VectorIndex) exact(q []float32, k int, keep func(id string, m Meta) boo
 	return out
 }
 
-// Dot is the dot product of two vectors of the same length. It runs the
-// AVX2 kernel of viterin/vek where the CPU has one (3 to 6 times the
-// unrolled Go loop here at 100 to 256 dimensions), the Go loop elsewhere.
-func Dot(a, b []float32) float32 {
-	if len(a) == 0 {
-		return 0
-	}
-	return vek32.Dot(a, b[:len(a)])
-}
+// Dot is llm.Dot: the cosine similarity of two normalised vectors.
+func Dot(a, b []float32) float32 { return llm.Dot(a, b) }
 
-// Normalize scales v to unit length in place (a zero vector stays zero).
-func Normalize(v []float32) {
-	var s float64
-	for _, f := range v {
-		s += float64(f) * float64(f)
-	}
-	if s == 0 {
-		return
-	}
-	inv := float32(1 / math.Sqrt(s))
-	for i := range v {
-		v[i] *= inv
-	}
-}
+// Normalize is llm.Normalize without its answer: it scales v to unit
+// length in place, leaving a zero or non-finite vector all zeros.
+func Normalize(v []float32) { llm.Normalize(v) }
 
 func better(a, b Ranked) bool {
 	if a.Score != b.Score {

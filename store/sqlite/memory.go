@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -376,7 +377,7 @@ func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory
 		if err != nil {
 			return err
 		}
-		if !statusIn(c.Status, p.From) {
+		if !slices.Contains(p.From, c.Status) {
 			return fmt.Errorf("it is %s, not one of %v: %w", c.Status, p.From, memory.ErrConflict)
 		}
 		wasCurrent := c.Status == memory.StatusCurrent
@@ -429,15 +430,6 @@ func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory
 		return memory.Claim{}, fmt.Errorf("transition claim %s to %s: %w", p.MemoryID, p.To, err)
 	}
 	return out, nil
-}
-
-func statusIn(s memory.Status, set []memory.Status) bool {
-	for _, x := range set {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Refresh implements memory.Store.
