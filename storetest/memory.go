@@ -338,20 +338,7 @@ func testMemConcurrentInserts(t *testing.T, s memory.Store) {
 		}()
 	}
 	wg.Wait()
-	won := -1
-	for i, err := range errs {
-		switch {
-		case err == nil && won >= 0:
-			t.Fatalf("two concurrent inserts for one key both won: %d and %d", won, i)
-		case err == nil:
-			won = i
-		case !errors.Is(err, memory.ErrConflict):
-			t.Fatalf("concurrent insert %d: %v, want ErrConflict", i, err)
-		}
-	}
-	if won < 0 {
-		t.Fatal("no concurrent insert won")
-	}
+	won := oneWinner(t, errs, "insert for one key")
 	cur := f.list(memory.ListQuery{Statuses: []memory.Status{memory.StatusCurrent}})
 	if !slices.Equal(ids(cur), []string{claims[won].MemoryID}) {
 		t.Fatalf("current claims %v, want only the winner %s", ids(cur), claims[won].MemoryID)
@@ -382,20 +369,7 @@ func testMemConcurrentSupersedes(t *testing.T, s memory.Store) {
 		}()
 	}
 	wg.Wait()
-	won := -1
-	for i, err := range errs {
-		switch {
-		case err == nil && won >= 0:
-			t.Fatalf("two concurrent supersessions of one claim both won: %d and %d", won, i)
-		case err == nil:
-			won = i
-		case !errors.Is(err, memory.ErrConflict):
-			t.Fatalf("concurrent supersession %d: %v, want ErrConflict", i, err)
-		}
-	}
-	if won < 0 {
-		t.Fatal("no concurrent supersession won")
-	}
+	won := oneWinner(t, errs, "supersession of one claim")
 	if got := f.get(base.MemoryID); got.SupersededBy != claims[won].MemoryID {
 		t.Fatalf("superseded by %q, want the winner %s", got.SupersededBy, claims[won].MemoryID)
 	}
@@ -1130,4 +1104,25 @@ func testMemTenantIsolation(t *testing.T, s memory.Store) {
 	if len(vs) != 1 || !slices.Equal(vs[0].Values, []float32{2}) {
 		t.Fatalf("another tenant's vector changed: %+v", vs)
 	}
+}
+
+// oneWinner checks that exactly one of racing writes succeeded and every
+// other one is ErrConflict, and returns the winner's index.
+func oneWinner(t *testing.T, errs []error, what string) int {
+	t.Helper()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && won >= 0:
+			t.Fatalf("two concurrent writes (%s) both won: %d and %d", what, won, i)
+		case err == nil:
+			won = i
+		case !errors.Is(err, memory.ErrConflict):
+			t.Fatalf("concurrent write %d (%s): %v, want ErrConflict", i, what, err)
+		}
+	}
+	if won < 0 {
+		t.Fatalf("no concurrent write (%s) won", what)
+	}
+	return won
 }
