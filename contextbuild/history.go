@@ -33,6 +33,16 @@ const neighbours = 1
 // relevantCandidates bounds how many older items each ranking proposes.
 const relevantCandidates = 400
 
+// Pseudo-relevance feedback: the terms the best feedbackDocs hits share
+// beyond the question's words (feedbackTerms of them) rank a further list,
+// fused at feedbackWeight. A question names what it asks about; the turns
+// that answer it often use other words that its best hits also use.
+var (
+	feedbackDocs   = 5
+	feedbackTerms  = 10
+	feedbackWeight = 0.5
+)
+
 // owner is the run or session a context is built for: its state and its history.
 type owner struct {
 	stateKind, stateLabel, stateSrc, state string
@@ -408,7 +418,20 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 		n, _ := strconv.ParseInt(id, 10, 64)
 		return n <= limit
 	}
-	lists := [][]search.Ranked{h.index.Search(query, relevantCandidates, keep), h.windows.Search(query, relevantCandidates, keep)}
+	terms := search.Analyze(query)
+	first := h.index.SearchTerms(terms, relevantCandidates, keep)
+	lists := [][]search.Ranked{first, h.windows.SearchTerms(terms, relevantCandidates, keep)}
+	weights := []float64{1, 1}
+	if len(first) > 0 {
+		top := make([]string, 0, feedbackDocs)
+		for _, r := range first[:min(feedbackDocs, len(first))] {
+			top = append(top, r.ID)
+		}
+		if exp := h.index.Expansion(top, terms, feedbackTerms); len(exp) > 0 {
+			lists = append(lists, h.index.SearchTerms(exp, relevantCandidates, keep))
+			weights = append(weights, feedbackWeight)
+		}
+	}
 	if b.src.Embedder != nil {
 		if err := h.embed(ctx, b.src.Embedder); err != nil {
 			return nil, err
@@ -425,8 +448,9 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 			}
 		}
 		lists = append(lists, vs)
+		weights = append(weights, 1)
 	}
-	fused := search.RRF(search.RRFK, nil, lists...)
+	fused := search.RRF(search.RRFK, weights, lists...)
 	pos := make(map[int64]int, end)
 	for i, it := range h.items[:end] {
 		pos[it.seq] = i

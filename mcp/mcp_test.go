@@ -84,8 +84,7 @@ func call(t *testing.T, cs *gomcp.ClientSession, name string, args any) result {
 			Error mcp.ToolError `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(text), &body); err != nil || body.Error.Type == "" {
-			// The SDK's own argument validation answers in plain text.
-			return result{err: &mcp.ToolError{Type: "sdk", Detail: text}}
+			t.Fatalf("%s: a tool error not in the {\"error\": {type, detail}} shape: %s", name, text)
 		}
 		return result{err: &body.Error}
 	}
@@ -252,7 +251,11 @@ func TestInputValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fails(t, call(t, cs, c.tool, c.args), "", c.name)
+			kind := "invalid-request"
+			if c.name == "budget too small" {
+				kind = "context-budget-too-small"
+			}
+			fails(t, call(t, cs, c.tool, c.args), kind, c.name)
 		})
 	}
 	g := ok(t, call(t, cs, "session_get", map[string]any{"session_id": "s1"}), "get")

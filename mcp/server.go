@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mementohq/memento/contextbuild"
@@ -183,38 +184,77 @@ type call struct {
 	Binding
 }
 
-// add registers a typed tool whose handler runs with the call's binding;
-// every failure becomes a tool error the model reads (IsError), never a
-// protocol error or a crash.
+// add registers a tool whose input is In: the schema is inferred from In,
+// and the handler runs with the call's binding. Every failure, from an
+// argument that does not match the schema to a panic, is a tool error in
+// one shape ({"error": {"type", "detail"}}) the model reads, never a
+// protocol error or a crash; a refused call has written nothing.
 func add[In any](t *toolset, srv *gomcp.Server, tool *gomcp.Tool, h func(context.Context, call, In) (any, error)) {
-	gomcp.AddTool(srv, tool, func(ctx context.Context, req *gomcp.CallToolRequest, in In) (res *gomcp.CallToolResult, out any, err error) {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: tool %s: input schema: %v", tool.Name, err)) // a defect of this package
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: tool %s: resolve input schema: %v", tool.Name, err))
+	}
+	tool.InputSchema = schema
+	srv.AddTool(tool, func(ctx context.Context, req *gomcp.CallToolRequest) (res *gomcp.CallToolResult, err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				t.s.log.Error("mcp tool panicked", "tool", tool.Name, "panic", p, "stack", string(debug.Stack()))
-				res, out, err = t.errorResult(ToolError{Type: "internal", Detail: "internal error; the server log has the details"}), nil, nil
+				res, err = errorResult(ToolError{Type: "internal", Detail: "internal error; the server log has the details"}), nil
 			}
 		}()
-		if n := len(req.Params.Arguments); n > t.s.opts.MaxArgumentBytes {
-			return t.errorResult(ToolError{Type: "invalid-request", Detail: fmt.Sprintf("the arguments are %d bytes, over the limit of %d: keep large content out of tool calls", n, t.s.opts.MaxArgumentBytes)}), nil, nil
+		in, te := decodeArgs[In](req.Params.Arguments, resolved, t.s.opts.MaxArgumentBytes)
+		if te != nil {
+			return errorResult(*te), nil
 		}
 		b, err := t.bind(req)
 		if err != nil {
-			return t.errorResult(ToolError{Type: "unauthorized", Detail: err.Error()}), nil, nil
+			return errorResult(ToolError{Type: "unauthorized", Detail: err.Error()}), nil
 		}
 		if b.Tenant == "" {
-			return t.errorResult(ToolError{Type: "unauthorized", Detail: "this connection is bound to no tenant"}), nil, nil
+			return errorResult(ToolError{Type: "unauthorized", Detail: "this connection is bound to no tenant"}), nil
 		}
 		if b.User == "" {
-			return t.errorResult(ToolError{Type: "unauthorized", Detail: ErrUnbound.Error() + ": use a user-bound API key or the X-Memento-User header"}), nil, nil
+			return errorResult(ToolError{Type: "unauthorized", Detail: ErrUnbound.Error() + ": use a user-bound API key or the X-Memento-User header"}), nil
 		}
 		ctx, cancel := context.WithTimeout(ctx, t.s.opts.CallTimeout)
 		defer cancel()
 		v, err := h(ctx, call{b}, in)
 		if err != nil {
-			return t.errorResult(t.classify(tool.Name, err)), nil, nil
+			return errorResult(t.classify(tool.Name, err)), nil
 		}
-		return nil, v, nil
+		out, err := json.Marshal(v)
+		if err != nil {
+			return errorResult(t.classify(tool.Name, fmt.Errorf("encode the result: %w", err))), nil
+		}
+		return &gomcp.CallToolResult{StructuredContent: json.RawMessage(out), Content: []gomcp.Content{&gomcp.TextContent{Text: string(out)}}}, nil
 	})
+}
+
+// decodeArgs checks a call's arguments (size, JSON object, schema) and
+// decodes them.
+func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved, limit int) (In, *ToolError) {
+	var in In
+	if n := len(raw); n > limit {
+		return in, &ToolError{Type: "invalid-request", Detail: fmt.Sprintf("the arguments are %d bytes, over the limit of %d: keep large content out of tool calls", n, limit)}
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	var generic map[string]any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		return in, &ToolError{Type: "invalid-request", Detail: "the arguments must be a JSON object: " + err.Error()}
+	}
+	if err := schema.Validate(generic); err != nil {
+		return in, &ToolError{Type: "invalid-request", Detail: "the arguments do not match the tool's input schema: " + err.Error()}
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return in, &ToolError{Type: "invalid-request", Detail: "the arguments do not match the tool's input schema: " + err.Error()}
+	}
+	return in, nil
 }
 
 func (t *toolset) classify(tool string, err error) ToolError {
@@ -239,7 +279,7 @@ func invalid(format string, args ...any) error {
 	return &ToolError{Type: "invalid-request", Detail: fmt.Sprintf(format, args...)}
 }
 
-func (t *toolset) errorResult(te ToolError) *gomcp.CallToolResult {
+func errorResult(te ToolError) *gomcp.CallToolResult {
 	b, _ := json.Marshal(map[string]ToolError{"error": te})
 	return &gomcp.CallToolResult{IsError: true, Content: []gomcp.Content{&gomcp.TextContent{Text: string(b)}}}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -132,5 +133,57 @@ func TestTextIndexBM25(t *testing.T) {
 	}
 	if got := x.Search("temporary", 10, nil); len(got) != 0 {
 		t.Fatalf("removed doc found: %+v", got)
+	}
+}
+
+// TestTextExpansion: feedback terms are what the best hits share beyond the
+// query's words; a query word, a word of one document and a word nearly
+// every document has are not among them.
+func TestTextExpansion(t *testing.T) {
+	x := NewTextIndex()
+	docs := map[string]string{
+		"1":  "we went hiking in the mountains, the trail was steep",
+		"2":  "another hiking trip: the trail by the lake",
+		"3":  "the lake was cold and the trail muddy",
+		"4":  "I baked bread today",
+		"5":  "the bakery sells bread",
+		"6":  "the kids played chess",
+		"7":  "the weather was fine",
+		"8":  "the museum was closed",
+		"9":  "the garden needs water",
+		"10": "the car broke down",
+		"11": "the concert was loud",
+	}
+	for id, d := range docs {
+		x.Add(id, d)
+	}
+	for i := range 20 { // the rest of a conversation: a word per turn
+		x.Add(fmt.Sprintf("f%d", i), fmt.Sprintf("the filler%c note", 'a'+i))
+	}
+	q := Analyze("hiking")
+	first := x.SearchTerms(q, 10, nil)
+	if len(first) != 2 {
+		t.Fatalf("first search: %v", first)
+	}
+	exp := x.Expansion([]string{first[0].ID, first[1].ID}, q, 5)
+	if len(exp) == 0 || exp[0] != "trail" {
+		t.Fatalf("expansion %v, want trail first", exp)
+	}
+	for _, bad := range []string{"hike", "mountain", "the"} {
+		if slices.Contains(exp, bad) {
+			t.Errorf("expansion %v holds %q", exp, bad)
+		}
+	}
+	// The expansion reaches a document the query's own words miss.
+	second := x.SearchTerms(exp, 10, nil)
+	if !slices.ContainsFunc(second, func(r Ranked) bool { return r.ID == "3" }) {
+		t.Fatalf("expanded search %v misses document 3", second)
+	}
+	if got, want := x.Search("hiking trail", 10, nil), x.SearchTerms(Analyze("hiking trail"), 10, nil); !slices.Equal(got, want) {
+		t.Fatalf("Search %v != SearchTerms %v", got, want)
+	}
+	x.Remove("3")
+	if r := x.SearchTerms([]string{"muddi"}, 10, nil); len(r) != 0 {
+		t.Fatalf("removed document still found: %v", r)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -56,19 +57,24 @@ func (s *Server) mcpBinding(h http.Header) (mcp.Binding, error) {
 	return mcp.Binding{Tenant: p.Tenant, User: p.User}, nil
 }
 
+// mcpSessionIdle ends an MCP session nobody used for this long.
+const mcpSessionIdle = 30 * time.Minute
+
 // mcpHandler serves the MCP endpoint: streamable HTTP, every request
 // authenticated, tool calls bound to the request's credentials.
 //
-// Stateless: the tools keep nothing per MCP session (what an agent must
-// remember is in the stores), so any instance behind a load balancer can
-// answer any request, and no idle session holds memory on a server.
-// DNS-rebinding protection (a localhost request with a foreign Host) is
+// Sessions are kept (the protocol's Mcp-Session-Id, its several streams)
+// but hold nothing an agent needs: every tool reads and writes the stores.
+// Behind a load balancer without affinity, a request reaching an instance
+// that does not know its session gets 404, and the client starts a new
+// session, as the protocol has it; an idle session ends after
+// mcpSessionIdle. DNS-rebinding protection (a localhost request with a foreign Host) is
 // what guards a keyless loopback server from web pages; with keys every
 // request needs a bearer key a page cannot know, and a reverse proxy on
 // the same host must be able to pass its public Host through.
 func (s *Server) mcpHandler(m *mcp.Server) http.Handler {
 	return m.Handler(s.mcpBinding, &gomcp.StreamableHTTPOptions{
-		Stateless:                  true,
+		SessionTimeout:             mcpSessionIdle,
 		Logger:                     s.log,
 		MaxRequestBodyBytes:        s.maxBody,
 		DisableLocalhostProtection: s.keys.Len() > 0,

@@ -103,11 +103,18 @@ func runBenchContext(cmd *cobra.Command, f benchContextFlags) error {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "context of %d tokens (%s), %d questions in %d conversations, mean %.0f tokens, mean build %.0f µs\n",
 		rep.BudgetTokens, rep.Tokenizer, rep.Questions, rep.Conversations, rep.MeanContextTokens, rep.MeanBuildMicros)
+	// Without an embedder the builder is full text only: no second column.
+	plain := func(v float64) string {
+		if cfg.Embedder == nil {
+			return "(same)"
+		}
+		return fmt.Sprintf("%.3f", v)
+	}
 	fmt.Fprintln(w, "category\tquestions\tbuilder\tfull text only\trecent window")
 	for _, c := range rep.ContextCategories() {
 		cc := rep.ByCategory[c]
-		fmt.Fprintf(w, "%s\t%d\t%.3f\t%.3f\t%.3f\n", c, cc.Questions, cc.EvidenceInContext, cc.FulltextOnly, cc.RecentWindow)
+		fmt.Fprintf(w, "%s\t%d\t%.3f\t%s\t%.3f\n", c, cc.Questions, cc.EvidenceInContext, plain(cc.FulltextOnly), cc.RecentWindow)
 	}
-	fmt.Fprintf(w, "all\t%d\t%.3f\t%.3f\t%.3f\n", rep.Questions, rep.EvidenceInContext, rep.FulltextOnly, rep.RecentWindow)
+	fmt.Fprintf(w, "all\t%d\t%.3f\t%s\t%.3f\n", rep.Questions, rep.EvidenceInContext, plain(rep.FulltextOnly), rep.RecentWindow)
 	return w.Flush()
 }
