@@ -55,10 +55,13 @@ func ParseRole(s string) (Role, error) {
 	return 0, fmt.Errorf("unknown role %q (want reader, writer or admin)", s)
 }
 
-// Principal is who a request acts as.
+// Principal is who a request acts as. User, when set, binds the key to
+// one end user: such a key serves the MCP endpoint only, where every tool
+// acts as that user (the /v1 API names users in its arguments).
 type Principal struct {
 	Tenant string
 	Role   Role
+	User   string
 }
 
 type keyEntry struct {
@@ -76,6 +79,12 @@ func NewKeySet() *KeySet { return &KeySet{} }
 
 // Add registers a key for a tenant and role.
 func (ks *KeySet) Add(key, tenant string, role Role) error {
+	return ks.AddPrincipal(key, Principal{Tenant: tenant, Role: role})
+}
+
+// AddPrincipal registers a key for a principal (a user-bound key when p.User is set).
+func (ks *KeySet) AddPrincipal(key string, p Principal) error {
+	tenant, role := p.Tenant, p.Role
 	if len(key) < MinAPIKeyLength {
 		return fmt.Errorf("api key for tenant %q is shorter than %d characters", tenant, MinAPIKeyLength)
 	}
@@ -88,13 +97,18 @@ func (ks *KeySet) Add(key, tenant string, role Role) error {
 	if role < RoleReader || role > RoleAdmin {
 		return fmt.Errorf("api key for tenant %q: invalid role %d", tenant, role)
 	}
+	if p.User != "" {
+		if err := run.ValidID("api key user", p.User); err != nil {
+			return fmt.Errorf("api key for tenant %q: %w", tenant, err)
+		}
+	}
 	h := sha256.Sum256([]byte(key))
 	for _, e := range ks.entries {
 		if e.hash == h {
 			return fmt.Errorf("api key for tenant %q is configured twice", tenant)
 		}
 	}
-	ks.entries = append(ks.entries, keyEntry{hash: h, p: Principal{Tenant: tenant, Role: role}})
+	ks.entries = append(ks.entries, keyEntry{hash: h, p: p})
 	return nil
 }
 
@@ -120,8 +134,9 @@ func (ks *KeySet) Lookup(key string) (Principal, bool) {
 	return found, ok == 1
 }
 
-// ParseAPIKeys reads "key=tenant[:role],..." (role defaults to writer) into ks.
-// Empty items are ignored, so a trailing comma is harmless.
+// ParseAPIKeys reads "key=tenant[:role[:user]],..." (role defaults to
+// writer) into ks; a key with a user serves /mcp only, as that user. Empty
+// items are ignored, so a trailing comma is harmless.
 func ParseAPIKeys(ks *KeySet, spec string) error {
 	for i, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
@@ -131,10 +146,11 @@ func ParseAPIKeys(ks *KeySet, spec string) error {
 		// The last '=' separates, so base64 keys with '=' padding work.
 		eq := strings.LastIndex(item, "=")
 		if eq < 0 {
-			return fmt.Errorf("api key #%d: want key=tenant[:role]", i+1)
+			return fmt.Errorf("api key #%d: want key=tenant[:role[:user]]", i+1)
 		}
 		key, rest := item[:eq], item[eq+1:]
 		tenant, roleName, hasRole := strings.Cut(rest, ":")
+		roleName, user, _ := strings.Cut(roleName, ":")
 		role := RoleWriter
 		if hasRole {
 			r, err := ParseRole(roleName)
@@ -143,7 +159,7 @@ func ParseAPIKeys(ks *KeySet, spec string) error {
 			}
 			role = r
 		}
-		if err := ks.Add(key, tenant, role); err != nil {
+		if err := ks.AddPrincipal(key, Principal{Tenant: tenant, Role: role, User: user}); err != nil {
 			return fmt.Errorf("api key #%d: %w", i+1, err)
 		}
 	}
@@ -179,6 +195,9 @@ func (s *Server) authenticate(r *http.Request, need Role) (Principal, error) {
 	p, found := s.keys.Lookup(strings.TrimSpace(key))
 	if !found {
 		return Principal{}, newError(problem.Unauthorized, "the API key is not valid")
+	}
+	if p.User != "" {
+		return Principal{}, newError(problem.Forbidden, "this API key is bound to one user and serves the MCP endpoint (/mcp) only")
 	}
 	if p.Role < need {
 		return Principal{}, newError(problem.Forbidden, fmt.Sprintf("this route needs the %s role; the key has %s", need, p.Role))

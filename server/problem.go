@@ -97,27 +97,14 @@ type sentinel struct {
 // internal, and their text stays in the log, not in the response.
 func problemFor(r *http.Request, err error) (p Problem, internal bool) {
 	kind, status, detail := problem.Internal, 0, "internal error; the server log has the details under this request_id"
-	var ae *apiError
-	switch {
-	case errors.As(err, &ae):
-		kind, status, detail = ae.kind, ae.status, ae.detail
-	default:
-		matched := false
-		for _, s := range sentinelKinds {
-			if errors.Is(err, s.err) {
-				kind, status, detail, matched = s.kind, s.status, err.Error(), true
-				break
-			}
-		}
-		if !matched {
-			if r.Context().Err() == context.Canceled && errors.Is(err, context.Canceled) {
-				kind, detail = problem.ClientClosedRequest, "the client closed the request"
-			} else if k, d, ok := storeFault(err); ok {
-				kind, detail = k, d
-			} else {
-				internal = true
-			}
-		}
+	if k, st, d, ok := classify(err); ok {
+		kind, status, detail = k, st, d
+	} else if r.Context().Err() == context.Canceled && errors.Is(err, context.Canceled) {
+		kind, detail = problem.ClientClosedRequest, "the client closed the request"
+	} else if k, d, ok := storeFault(err); ok {
+		kind, detail = k, d
+	} else {
+		internal = true
 	}
 	k, ok := problem.Lookup(kind)
 	if !ok {
@@ -144,6 +131,34 @@ func problemFor(r *http.Request, err error) (p Problem, internal bool) {
 	}
 	memoryRefusal(&p, err)
 	return p, internal
+}
+
+// classify maps a handler's own error or a domain sentinel to its kind.
+func classify(err error) (kind string, status int, detail string, ok bool) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.kind, ae.status, ae.detail, true
+	}
+	for _, s := range sentinelKinds {
+		if errors.Is(err, s.err) {
+			return s.kind, s.status, err.Error(), true
+		}
+	}
+	return "", 0, "", false
+}
+
+// ClassifyError maps a domain error to the stable problem kind the HTTP API
+// would answer with and a detail safe to show the caller; internal is true
+// for an error whose text stays in the log. The MCP server reports tool
+// errors with it, so both surfaces name a failure alike.
+func ClassifyError(err error) (kind, detail string, internal bool) {
+	if k, _, d, ok := classify(err); ok {
+		return k, d, false
+	}
+	if k, d, ok := storeFault(err); ok {
+		return k, d, false
+	}
+	return problem.Internal, "internal error", true
 }
 
 func isNetError(err error) bool {

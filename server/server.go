@@ -19,6 +19,7 @@ import (
 
 	"github.com/mementohq/memento/compact"
 	"github.com/mementohq/memento/contextbuild"
+	"github.com/mementohq/memento/mcp"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/problem"
@@ -47,6 +48,10 @@ type Options struct {
 	// Retrieval is documents and ACL-filtered retrieval; nil leaves its
 	// routes answering 404 not-found.
 	Retrieval *retrieval.Service
+	// MCP, when set, is served at /mcp (streamable HTTP) with the same keys:
+	// each tool call acts as the tenant of its key and the user the key is
+	// bound to or the X-Memento-User header names (see HeaderUser).
+	MCP *mcp.Server
 	// Ready reports whether every backend answers (GET /readyz); nil
 	// means always ready.
 	Ready func(context.Context) error
@@ -200,6 +205,9 @@ func New(opts Options) (*Server, error) {
 		}
 		rt.pathParams = pathParams(rt.Path)
 		s.mux.HandleFunc(rt.Pattern(), s.wrap(*rt))
+	}
+	if opts.MCP != nil {
+		s.mux.Handle("/mcp", s.mcpHandler(opts.MCP))
 	}
 	doc, err := buildOpenAPI(openapiFS)
 	if err != nil {

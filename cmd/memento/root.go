@@ -44,6 +44,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(
 		newServeCmd(),
+		newMCPCmd(),
 		newRunsCmd(),
 		newWorkflowsCmd(),
 		newSessionsCmd(),

@@ -21,15 +21,73 @@ import (
 )
 
 type serveFlags struct {
-	listen, data, postgres, redis string
-	apiKeys                       string
-	maxState                      string
-	logFormat, logLevel           string
-	piiRedaction                  bool
-	retention                     string
-	requestTimeout, maxInFlight   string
-	otlpEndpoint                  string
-	models                        modelFlags
+	engineFlags
+	listen                      string
+	apiKeys                     string
+	retention                   string
+	requestTimeout, maxInFlight string
+	otlpEndpoint                string
+}
+
+// engineFlags choose and tune the backends; serve and mcp share them.
+type engineFlags struct {
+	data, postgres, redis string
+	maxState              string
+	logFormat, logLevel   string
+	piiRedaction          bool
+	models                modelFlags
+}
+
+// addEngineFlags registers the flags of engineFlags on cmd.
+func addEngineFlags(cmd *cobra.Command, f *engineFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.data, "data", memento.DefaultDataDir, "data directory of the embedded backend (env "+envData+")")
+	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for runs, and for sessions unless --redis (env "+envPostgresURL+")")
+	fl.StringVar(&f.redis, "redis", "", "Redis URL for sessions, or a Redis Cluster as redis://h1:p1?addr=h2:p2&addr=h3:p3 (env "+envRedisURL+")")
+	fl.StringVar(&f.maxState, "max-state-bytes", "", "largest run state accepted, in bytes (env "+envMaxState+", default 1048576)")
+	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits, required with --postgres or --redis: openssl rand -hex 32)")
+	addModelFlags(cmd, &f.models)
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
+}
+
+// engineConfig reads the engine flags (or their environment variables).
+func engineConfig(cmd *cobra.Command, f engineFlags) (memento.Config, error) {
+	cfg := memento.Config{
+		DataDir:     flagOrEnv(cmd, "data", f.data, envData, f.data),
+		PostgresURL: flagOrEnv(cmd, "postgres", f.postgres, envPostgresURL, ""),
+		RedisURL:    flagOrEnv(cmd, "redis", f.redis, envRedisURL, ""),
+	}
+	if v := flagOrEnv(cmd, "pii-redaction", strconv.FormatBool(f.piiRedaction), envPIIRedaction, "true"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return cfg, fmt.Errorf("pii redaction %q: want true or false", v)
+		}
+		cfg.PII.Disabled = !on
+	}
+	key, err := piiKeyFromEnv()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.PII.Key = key
+	if cfg.Memory, err = memoryOptions(cmd, f.models); err != nil {
+		return cfg, err
+	}
+	if v := flagOrEnv(cmd, "max-state-bytes", f.maxState, envMaxState, ""); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return cfg, fmt.Errorf("max state bytes %q: want a positive integer", v)
+		}
+		cfg.MaxStateBytes = n
+	}
+	return cfg, nil
+}
+
+// engineLogger reads the log flags.
+func engineLogger(cmd *cobra.Command, f engineFlags) (*slog.Logger, error) {
+	return newLogger(cmd,
+		flagOrEnv(cmd, "log-format", f.logFormat, envLogFormat, f.logFormat),
+		flagOrEnv(cmd, "log-level", f.logLevel, envLogLevel, f.logLevel))
 }
 
 func newServeCmd() *cobra.Command {
@@ -50,50 +108,20 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7700", "address to listen on (env "+envListen+")")
-	fl.StringVar(&f.data, "data", memento.DefaultDataDir, "data directory of the embedded backend (env "+envData+")")
-	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for runs, and for sessions unless --redis (env "+envPostgresURL+")")
-	fl.StringVar(&f.redis, "redis", "", "Redis URL for sessions, or a Redis Cluster as redis://h1:p1?addr=h2:p2&addr=h3:p3 (env "+envRedisURL+")")
-	fl.StringVar(&f.apiKeys, "api-keys", "", `API keys "key=tenant[:role],..." with role reader, writer (default) or admin (env `+envAPIKeys+`)`)
-	fl.StringVar(&f.maxState, "max-state-bytes", "", "largest run state accepted, in bytes (env "+envMaxState+", default 1048576)")
-	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits, required with --postgres or --redis: openssl rand -hex 32)")
+	fl.StringVar(&f.apiKeys, "api-keys", "", `API keys "key=tenant[:role[:user]],..." with role reader, writer (default) or admin; a key with a user serves /mcp only, as that user (env `+envAPIKeys+`)`)
+	addEngineFlags(cmd, &f.engineFlags)
 	fl.StringVar(&f.retention, "retention", "", "delete completed, failed and cancelled runs (with their events, checkpoints and operations) this long after their last update, e.g. 720h; empty keeps them (env "+envRetention+")")
 	fl.StringVar(&f.requestTimeout, "request-timeout", "", "longest a request may work, store calls included, e.g. 30s (env "+envReqTimeout+", default 30s)")
 	fl.StringVar(&f.maxInFlight, "max-in-flight", "", "most API requests served at once; beyond it a request is answered 503 overloaded (env "+envMaxInFlight+", default 256)")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces: a span per request and per store call; empty turns tracing off (env "+envOTLPEndpoint+")")
-	addModelFlags(cmd, &f.models)
-	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
-	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
 	return cmd
 }
 
 func runServe(cmd *cobra.Command, f serveFlags) error {
 	listen := flagOrEnv(cmd, "listen", f.listen, envListen, f.listen)
-	cfg := memento.Config{
-		DataDir:     flagOrEnv(cmd, "data", f.data, envData, f.data),
-		PostgresURL: flagOrEnv(cmd, "postgres", f.postgres, envPostgresURL, ""),
-		RedisURL:    flagOrEnv(cmd, "redis", f.redis, envRedisURL, ""),
-	}
-	if v := flagOrEnv(cmd, "pii-redaction", strconv.FormatBool(f.piiRedaction), envPIIRedaction, "true"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("pii redaction %q: want true or false", v)
-		}
-		cfg.PII.Disabled = !on
-	}
-	key, err := piiKeyFromEnv()
+	cfg, err := engineConfig(cmd, f.engineFlags)
 	if err != nil {
 		return err
-	}
-	cfg.PII.Key = key
-	if cfg.Memory, err = memoryOptions(cmd, f.models); err != nil {
-		return err
-	}
-	if v := flagOrEnv(cmd, "max-state-bytes", f.maxState, envMaxState, ""); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("max state bytes %q: want a positive integer", v)
-		}
-		cfg.MaxStateBytes = n
 	}
 	var retention time.Duration
 	if v := flagOrEnv(cmd, "retention", f.retention, envRetention, ""); v != "" {
@@ -119,9 +147,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 		maxInFlight = n
 	}
-	logger, err := newLogger(cmd,
-		flagOrEnv(cmd, "log-format", f.logFormat, envLogFormat, f.logFormat),
-		flagOrEnv(cmd, "log-level", f.logLevel, envLogLevel, f.logLevel))
+	logger, err := engineLogger(cmd, f.engineFlags)
 	if err != nil {
 		return err
 	}
@@ -160,7 +186,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory, Retrieval: eng.Retrieval, Context: eng.Context, Summaries: eng.Summaries, Ready: eng.Ready,
 		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 		RequestTimeout: reqTimeout, MaxInFlight: maxInFlight,
-		Keys: keys, Logger: logger, Tracing: tracing})
+		Keys: keys, Logger: logger, Tracing: tracing, MCP: newMCPServer(eng, logger)})
 	if err != nil {
 		return err
 	}

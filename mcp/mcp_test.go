@@ -1,0 +1,387 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/internal/testenv"
+	"github.com/mementohq/memento/mcp"
+	"github.com/mementohq/memento/retrieval"
+	"github.com/mementohq/memento/server"
+)
+
+var backends = []string{"sqlite", "postgres"}
+
+func forEachBackend(t *testing.T, fn func(t *testing.T, eng *memento.Engine)) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) { fn(t, openEngine(t, b)) })
+	}
+}
+
+func openEngine(t testing.TB, backend string) *memento.Engine {
+	t.Helper()
+	cfg := memento.Config{DataDir: t.TempDir()}
+	cfg.PII.Key = testenv.PIIKey
+	if backend == "postgres" {
+		cfg.PostgresURL = testenv.PostgresURL(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := memento.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open %s engine: %v", backend, err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	return eng
+}
+
+func newServer(eng *memento.Engine) *mcp.Server {
+	return mcp.New(mcp.Services{Runs: eng.Runs, Sessions: eng.Sessions, Memory: eng.Memory, Context: eng.Context, Retrieval: eng.Retrieval},
+		mcp.Options{Classify: server.ClassifyError})
+}
+
+// connect is an SDK client session to s bound to b, over in-memory transports.
+func connect(t *testing.T, s *mcp.Server, b mcp.Binding) *gomcp.ClientSession {
+	t.Helper()
+	ct, st := gomcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := s.Server(b).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := gomcp.NewClient(&gomcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+	return cs
+}
+
+// result is one tool call's answer: the structured output or the tool error.
+type result struct {
+	out map[string]any
+	err *mcp.ToolError
+}
+
+func call(t *testing.T, cs *gomcp.ClientSession, name string, args any) result {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &gomcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error: %v", name, err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("%s: %d content items, want 1", name, len(res.Content))
+	}
+	text := res.Content[0].(*gomcp.TextContent).Text
+	if res.IsError {
+		var body struct {
+			Error mcp.ToolError `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(text), &body); err != nil || body.Error.Type == "" {
+			// The SDK's own argument validation answers in plain text.
+			return result{err: &mcp.ToolError{Type: "sdk", Detail: text}}
+		}
+		return result{err: &body.Error}
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(text), &out); err != nil {
+		t.Fatalf("%s: result is not a JSON object: %s", name, text)
+	}
+	return result{out: out}
+}
+
+func ok(t *testing.T, r result, what string) map[string]any {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("%s: tool error %s: %s", what, r.err.Type, r.err.Detail)
+	}
+	return r.out
+}
+
+func fails(t *testing.T, r result, kind, what string) {
+	t.Helper()
+	if r.err == nil {
+		t.Fatalf("%s: succeeded with %v, want a %s tool error", what, r.out, kind)
+	}
+	if kind != "" && r.err.Type != kind {
+		t.Fatalf("%s: tool error %s (%s), want %s", what, r.err.Type, r.err.Detail, kind)
+	}
+	if r.err.Detail == "" {
+		t.Fatalf("%s: tool error %s without a detail the model can read", what, r.err.Type)
+	}
+}
+
+var alice = mcp.Binding{Tenant: "t1", User: "alice"}
+
+func TestToolsListed(t *testing.T) {
+	eng := openEngine(t, "sqlite")
+	cs := connect(t, newServer(eng), alice)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"session_get", "session_put", "session_patch", "message_append", "messages_list",
+		"memory_search", "memory_get", "memory_add", "memory_forget", "context_build",
+		"run_start", "run_get", "run_checkpoint", "run_restore", "documents_retrieve"}
+	got := map[string]*gomcp.Tool{}
+	for _, tl := range res.Tools {
+		got[tl.Name] = tl
+	}
+	for _, n := range want {
+		tl, found := got[n]
+		if !found {
+			t.Errorf("tool %s not listed", n)
+			continue
+		}
+		if len(tl.Description) < 40 {
+			t.Errorf("tool %s: description %q is too thin for a model", n, tl.Description)
+		}
+		schema, _ := json.Marshal(tl.InputSchema)
+		var s struct {
+			Type       string         `json:"type"`
+			Properties map[string]any `json:"properties"`
+		}
+		if err := json.Unmarshal(schema, &s); err != nil || s.Type != "object" || len(s.Properties) == 0 {
+			t.Errorf("tool %s: input schema %s is not an object schema with properties", n, schema)
+		}
+		for _, forbidden := range []string{"user_id", "tenant_id", "subject_id", "principal"} {
+			if _, has := s.Properties[forbidden]; has {
+				t.Errorf("tool %s takes %s as an argument: bindings come from the connection", n, forbidden)
+			}
+		}
+	}
+	if len(res.Tools) != len(want) {
+		t.Errorf("%d tools listed, want %d", len(res.Tools), len(want))
+	}
+}
+
+func TestSessionTools(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, eng *memento.Engine) {
+		cs := connect(t, newServer(eng), alice)
+		put := ok(t, call(t, cs, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"step": "start", "locale": "de"}}), "put")
+		if put["created"] != true || put["user_id"] != "alice" {
+			t.Fatalf("put: %v", put)
+		}
+		p := ok(t, call(t, cs, "session_patch", map[string]any{"session_id": "s1", "patch": map[string]any{"step": "profile", "locale": nil}}), "patch")
+		st := p["state"].(map[string]any)
+		if st["step"] != "profile" || st["locale"] != nil || p["revision"].(float64) != 2 {
+			t.Fatalf("patch: %v", p)
+		}
+		fails(t, call(t, cs, "session_patch", map[string]any{"session_id": "s1", "patch": map[string]any{"step": "x"}, "expected_revision": 1}), "precondition-failed", "stale patch")
+		a := ok(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}}}), "append")
+		if ms := a["messages"].([]any); len(ms) != 2 || ms[1].(map[string]any)["seq"].(float64) != 2 {
+			t.Fatalf("append: %v", a)
+		}
+		l := ok(t, call(t, cs, "messages_list", map[string]any{"session_id": "s1"}), "list")
+		if ms := l["messages"].([]any); len(ms) != 2 || ms[0].(map[string]any)["content"] != "hello" {
+			t.Fatalf("list: %v", l)
+		}
+		g := ok(t, call(t, cs, "session_get", map[string]any{"session_id": "s1"}), "get")
+		if g["state"].(map[string]any)["step"] != "profile" || g["message_count"].(float64) != 2 {
+			t.Fatalf("get: %v", g)
+		}
+	})
+}
+
+// TestOtherUsersSessionUnreachable: the user comes from the connection, so
+// naming another user's session id reads nothing and changes nothing.
+func TestOtherUsersSessionUnreachable(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, eng *memento.Engine) {
+		s := newServer(eng)
+		a := connect(t, s, alice)
+		b := connect(t, s, mcp.Binding{Tenant: "t1", User: "bob"})
+		other := connect(t, s, mcp.Binding{Tenant: "t2", User: "alice"})
+		ok(t, call(t, a, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"secret": "alice's"}}), "put")
+		ok(t, call(t, a, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "user", "content": "my secret"}}}), "append")
+		for _, o := range []struct {
+			name string
+			cs   *gomcp.ClientSession
+			user string
+		}{{"another user", b, "bob"}, {"another tenant", other, "alice"}} {
+			name, cs := o.name, o.cs
+			fails(t, call(t, cs, "session_get", map[string]any{"session_id": "s1"}), "session-not-found", name+" get")
+			fails(t, call(t, cs, "messages_list", map[string]any{"session_id": "s1"}), "session-not-found", name+" list")
+			fails(t, call(t, cs, "session_patch", map[string]any{"session_id": "s1", "patch": map[string]any{"secret": "mine"}}), "session-not-found", name+" patch")
+			fails(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "user", "content": "x"}}}), "session-not-found", name+" append")
+			// Smuggling a user through arguments is not something the schema takes.
+			fails(t, call(t, cs, "session_get", map[string]any{"session_id": "s1", "user_id": "alice"}), "", name+" user_id argument")
+			// A put either fails or makes a session of the caller's own; alice's is untouched (below).
+			if r := call(t, cs, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"secret": "mine"}}); r.err == nil && r.out["user_id"] != o.user {
+				t.Fatalf("%s: put answered %v", name, r.out)
+			}
+		}
+		g := ok(t, call(t, a, "session_get", map[string]any{"session_id": "s1"}), "get")
+		if g["state"].(map[string]any)["secret"] != "alice's" || g["message_count"].(float64) != 1 {
+			t.Fatalf("alice's session changed: %v", g)
+		}
+	})
+}
+
+// TestInputValidation: a wrong type, a missing field, an unknown field or
+// an oversized value is a tool error the model can read, and writes nothing.
+func TestInputValidation(t *testing.T) {
+	eng := openEngine(t, "sqlite")
+	cs := connect(t, newServer(eng), alice)
+	ok(t, call(t, cs, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"step": "a"}}), "put")
+	big := strings.Repeat("x", mcp.DefaultMaxArgumentBytes)
+	cases := []struct {
+		name string
+		tool string
+		args any
+	}{
+		{"wrong type", "session_patch", map[string]any{"session_id": 5, "patch": map[string]any{"step": "b"}}},
+		{"state not an object", "session_put", map[string]any{"session_id": "s1", "state": "b"}},
+		{"missing field", "session_patch", map[string]any{"session_id": "s1"}},
+		{"missing id", "session_put", map[string]any{"state": map[string]any{"step": "b"}}},
+		{"unknown field", "session_patch", map[string]any{"session_id": "s1", "patch": map[string]any{"step": "b"}, "revision": 1}},
+		{"oversized value", "session_patch", map[string]any{"session_id": "s1", "patch": map[string]any{"step": big}}},
+		{"bad id", "session_put", map[string]any{"session_id": "a/b", "state": map[string]any{"step": "b"}}},
+		{"negative ttl", "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"step": "b"}, "ttl_seconds": -1}},
+		{"null patch", "session_patch", map[string]any{"session_id": "s1", "patch": nil}},
+		{"too many hits", "memory_search", map[string]any{"query": "x", "k": 1000}},
+		{"no evidence", "memory_add", map[string]any{"namespace": "prefs", "key": "k", "value": "v", "session_id": "s1", "message_seqs": []int{}}},
+		{"bad run name", "run_start", map[string]any{"run": "a b", "workflow": "w"}},
+		{"budget missing", "context_build", map[string]any{"query": "x", "session_id": "s1"}},
+		{"budget too small", "context_build", map[string]any{"query": "x", "session_id": "s1", "budget_tokens": 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fails(t, call(t, cs, c.tool, c.args), "", c.name)
+		})
+	}
+	g := ok(t, call(t, cs, "session_get", map[string]any{"session_id": "s1"}), "get")
+	if g["state"].(map[string]any)["step"] != "a" || g["revision"].(float64) != 1 {
+		t.Fatalf("a refused call changed the session: %v", g)
+	}
+	if m := ok(t, call(t, cs, "memory_get", map[string]any{}), "memory_get")["memories"].([]any); len(m) != 0 {
+		t.Fatalf("a refused call wrote memory: %v", m)
+	}
+}
+
+func TestMemoryTools(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, eng *memento.Engine) {
+		cs := connect(t, newServer(eng), alice)
+		ok(t, call(t, cs, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{}}), "put")
+		ok(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{
+			{"role": "user", "content": "Please always answer me in German."},
+			{"role": "assistant", "content": "You probably like coffee."}}}), "append")
+		// Evidence must exist and be the user's.
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "session_id": "s1", "message_seqs": []int{9}}), "invalid-request", "missing message")
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "drink", "value": "coffee", "session_id": "s1", "message_seqs": []int{2}}), "invalid-request", "assistant's guess")
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "session_id": "other", "message_seqs": []int{1}}), "session-not-found", "other session")
+		add := ok(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "text": "answers in German", "session_id": "s1", "message_seqs": []int{1}}), "add")
+		m := add["memory"].(map[string]any)
+		prov := m["provenance"].(map[string]any)
+		if add["outcome"] != "added" || prov["source_id"] != "session:s1" || prov["validated_by"] != "user_stated" || prov["message_ids"].([]any)[0] != "1" {
+			t.Fatalf("add: %v", add)
+		}
+		ok(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "user", "content": "Actually, English please."}}}), "append")
+		sup := ok(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "en", "text": "answers in English", "session_id": "s1", "message_seqs": []int{3}}), "correct")
+		if sup["outcome"] != "superseded" || sup["superseded"] != m["memory_id"] {
+			t.Fatalf("correction: %v", sup)
+		}
+		got := ok(t, call(t, cs, "memory_get", map[string]any{"namespace": "prefs"}), "get")["memories"].([]any)
+		if len(got) != 1 || got[0].(map[string]any)["value"] != "en" {
+			t.Fatalf("current memories after correction: %v", got)
+		}
+		hits := ok(t, call(t, cs, "memory_search", map[string]any{"query": "which language English"}), "search")["hits"].([]any)
+		if len(hits) != 1 || hits[0].(map[string]any)["value"] != "en" {
+			t.Fatalf("search served %v, want only the current claim", hits)
+		}
+		// Another user of the tenant sees none of it.
+		bob := connect(t, newServer(eng), mcp.Binding{Tenant: "t1", User: "bob"})
+		if h := ok(t, call(t, bob, "memory_search", map[string]any{"query": "language English German"}), "bob search")["hits"].([]any); len(h) != 0 {
+			t.Fatalf("bob found alice's memories: %v", h)
+		}
+		fails(t, call(t, cs, "memory_forget", map[string]any{"namespace": "prefs"}), "", "forget without a reason")
+		f := ok(t, call(t, cs, "memory_forget", map[string]any{"reason": "user asked"}), "forget")
+		if f["forgotten"].(float64) < 1 {
+			t.Fatalf("forget: %v", f)
+		}
+		if h := ok(t, call(t, cs, "memory_search", map[string]any{"query": "language English"}), "search after forget")["hits"].([]any); len(h) != 0 {
+			t.Fatalf("forgotten memories still found: %v", h)
+		}
+	})
+}
+
+func TestRunTools(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, eng *memento.Engine) {
+		s := newServer(eng)
+		cs := connect(t, s, alice)
+		fails(t, call(t, cs, "run_restore", map[string]any{"run": "gift"}), "run-not-found", "restore before start")
+		st := ok(t, call(t, cs, "run_start", map[string]any{"run": "gift", "workflow": "giftgenius", "state": map[string]any{"step": "collect"}}), "start")
+		if st["created"] != true {
+			t.Fatalf("start: %v", st)
+		}
+		if again := ok(t, call(t, cs, "run_start", map[string]any{"run": "gift", "workflow": "giftgenius"}), "start again"); again["created"] != false {
+			t.Fatalf("second start: %v", again)
+		}
+		fails(t, call(t, cs, "run_start", map[string]any{"run": "gift", "workflow": "other"}), "invalid-request", "start with another workflow")
+		fails(t, call(t, cs, "run_restore", map[string]any{"run": "gift"}), "checkpoint-not-found", "restore before a checkpoint")
+		ok(t, call(t, cs, "run_checkpoint", map[string]any{"run": "gift", "label": "profile-collected", "state": map[string]any{"profile": "anna"}, "step": "generate"}), "cp1")
+		cp2 := ok(t, call(t, cs, "run_checkpoint", map[string]any{"run": "gift", "label": "candidates", "state": map[string]any{"profile": "anna", "ids": []string{"p1"}}, "step": "filter"}), "cp2")
+		fails(t, call(t, cs, "run_checkpoint", map[string]any{"run": "gift", "label": "candidates", "state": map[string]any{"x": 1}, "step": "y"}), "checkpoint-exists", "label twice")
+		r := ok(t, call(t, cs, "run_get", map[string]any{"run": "gift"}), "get")
+		if r["revision"] != cp2["revision"] || r["next_step"] != "filter" {
+			t.Fatalf("a refused checkpoint changed the run: %v (checkpoint %v)", r, cp2)
+		}
+		latest := ok(t, call(t, cs, "run_restore", map[string]any{"run": "gift"}), "restore")
+		if latest["label"] != "candidates" || latest["next_step"] != "filter" || len(latest["state"].(map[string]any)["ids"].([]any)) != 1 {
+			t.Fatalf("restore latest: %v", latest)
+		}
+		first := ok(t, call(t, cs, "run_restore", map[string]any{"run": "gift", "label": "profile-collected"}), "restore named")
+		if first["next_step"] != "generate" || first["state"].(map[string]any)["ids"] != nil {
+			t.Fatalf("restore named: %v", first)
+		}
+		bob := connect(t, s, mcp.Binding{Tenant: "t1", User: "bob"})
+		fails(t, call(t, bob, "run_get", map[string]any{"run": "gift"}), "run-not-found", "bob reads alice's run")
+		fails(t, call(t, bob, "run_restore", map[string]any{"run": "gift"}), "run-not-found", "bob restores alice's run")
+	})
+}
+
+func TestContextAndDocuments(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, eng *memento.Engine) {
+		ctx := context.Background()
+		if _, _, err := eng.Retrieval.Put(ctx, "t1", retrieval.PutRequest{DocumentID: "policy", SourceURI: "kb://policy", SourceVersion: "v1",
+			Content: "Gifts can be returned within thirty days of delivery.", ACL: []string{"user:alice"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := eng.Retrieval.Put(ctx, "t1", retrieval.PutRequest{DocumentID: "secret", SourceURI: "kb://secret", SourceVersion: "v1",
+			Content: "Gifts margin table, returned goods.", ACL: []string{"group:staff"}}); err != nil {
+			t.Fatal(err)
+		}
+		s := newServer(eng)
+		cs := connect(t, s, alice)
+		d := ok(t, call(t, cs, "documents_retrieve", map[string]any{"query": "can gifts be returned"}), "retrieve")
+		hits := d["hits"].([]any)
+		if len(hits) != 1 || hits[0].(map[string]any)["document_id"] != "policy" || hits[0].(map[string]any)["source_version"] != "v1" || d["snapshot_id"] == "" {
+			t.Fatalf("retrieve: %v", d)
+		}
+		bob := connect(t, s, mcp.Binding{Tenant: "t1", User: "bob"})
+		if h := ok(t, call(t, bob, "documents_retrieve", map[string]any{"query": "gifts returned"}), "bob retrieve")["hits"].([]any); len(h) != 0 {
+			t.Fatalf("bob retrieved %v", h)
+		}
+		ok(t, call(t, cs, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"step": "filter"}}), "put")
+		ok(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "user", "content": "Can I return the gift?"}}}), "append")
+		c := ok(t, call(t, cs, "context_build", map[string]any{"query": "return the gift", "session_id": "s1", "budget_tokens": 2000, "system": "You help with gifts."}), "context")
+		msgs, _ := json.Marshal(c["messages"])
+		for _, want := range []string{"You help with gifts.", "filter", "Can I return the gift?", "thirty days"} {
+			if !strings.Contains(string(msgs), want) {
+				t.Errorf("context lacks %q: %s", want, msgs)
+			}
+		}
+		if strings.Contains(string(msgs), "margin") {
+			t.Errorf("context carries a document alice may not read: %s", msgs)
+		}
+		acc := c["accounting"].(map[string]any)
+		if acc["total_tokens"].(float64) > 2000 || acc["total_tokens"].(float64) <= 0 {
+			t.Errorf("accounting: %v", acc)
+		}
+	})
+}

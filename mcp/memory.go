@@ -1,0 +1,202 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/session"
+)
+
+// MaxEvidence bounds how many messages one memory_add may cite.
+const MaxEvidence = 20
+
+type searchIn struct {
+	Query     string `json:"query" jsonschema:"what to look for, in words"`
+	Namespace string `json:"namespace,omitempty" jsonschema:"only this namespace (for example giftgenius.recipients)"`
+	K         int    `json:"k,omitempty" jsonschema:"how many hits (default 5, at most 50)"`
+}
+
+type getIn struct {
+	Namespace string `json:"namespace,omitempty" jsonschema:"only this namespace"`
+	Key       string `json:"key,omitempty" jsonschema:"only this key (needs namespace)"`
+}
+
+type addIn struct {
+	Namespace   string  `json:"namespace" jsonschema:"where the fact belongs, for example preferences or giftgenius.recipients"`
+	Key         string  `json:"key" jsonschema:"what the fact is about, one per fact: a new value for the same key replaces the old one and keeps it in history"`
+	Value       any     `json:"value" jsonschema:"the fact as JSON: a string, number or object"`
+	Text        string  `json:"text,omitempty" jsonschema:"the fact in one sentence, for search (rendered from key and value when empty)"`
+	Category    string  `json:"category,omitempty" jsonschema:"preference, place, relation, ...; sensitive categories (health, ...) are held until the user confirms"`
+	SessionID   string  `json:"session_id" jsonschema:"the session whose messages are the evidence"`
+	MessageSeqs []int64 `json:"message_seqs" jsonschema:"seqs of the messages where the user said it (from message_append or messages_list); at least one must be the user's"`
+	TTLSeconds  int64   `json:"ttl_seconds,omitempty" jsonschema:"forget the fact after this long; 0 keeps it until corrected"`
+	Supersedes  string  `json:"supersedes,omitempty" jsonschema:"the memory_id this corrects, when you read it first: a concurrent correction then fails instead of being lost"`
+}
+
+type forgetIn struct {
+	Namespace string `json:"namespace,omitempty" jsonschema:"forget only this namespace; empty forgets everything kept about the user"`
+	Reason    string `json:"reason" jsonschema:"why, in the user's words (kept in the audit record, without the content)"`
+}
+
+// claimOut is a claim as a model sees it: the fact and where it came from.
+type claimOut struct {
+	MemoryID   string            `json:"memory_id"`
+	Namespace  string            `json:"namespace"`
+	Key        string            `json:"key"`
+	Value      json.RawMessage   `json:"value"`
+	Text       string            `json:"text"`
+	Category   string            `json:"category,omitempty"`
+	Status     memory.Status     `json:"status"`
+	Provenance memory.Provenance `json:"provenance"`
+	ValidFrom  time.Time         `json:"valid_from"`
+	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`
+	Supersedes string            `json:"supersedes,omitempty"`
+	Score      *float64          `json:"score,omitempty"`
+}
+
+func claimView(c memory.Claim) claimOut {
+	return claimOut{MemoryID: c.MemoryID, Namespace: c.Namespace, Key: c.Key, Value: c.Value, Text: c.Text, Category: c.Category,
+		Status: c.Status, Provenance: c.Provenance, ValidFrom: c.ValidFrom, ExpiresAt: c.ExpiresAt, Supersedes: c.Supersedes}
+}
+
+func (t *toolset) memoryTools(srv *gomcp.Server) {
+	svc := t.s.svc.Memory
+	add(t, srv, &gomcp.Tool{Name: "memory_search", Title: "Search long-term memory",
+		Description: "Search what is known about this user long term (confirmed facts, each with its source). Search before asking the user something they may have said before.",
+		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, c call, in searchIn) (any, error) {
+			switch {
+			case in.K < 0 || in.K > 50:
+				return nil, invalid("k must be between 1 and 50")
+			case in.K == 0:
+				in.K = 5
+			}
+			res, err := svc.Search(ctx, c.Tenant, memory.SearchQuery{Query: in.Query, SubjectID: c.User, Namespace: in.Namespace, K: in.K})
+			if err != nil {
+				return nil, err
+			}
+			hits := make([]claimOut, len(res.Items))
+			for i, h := range res.Items {
+				hits[i] = claimView(h.Claim)
+				hits[i].Score = ptr(h.Score)
+			}
+			return map[string]any{"hits": hits, "mode": res.Mode}, nil
+		})
+	add(t, srv, &gomcp.Tool{Name: "memory_get", Title: "Read current memories",
+		Description: "The current facts kept about this user, optionally of one namespace or one key: superseded, expired and invalidated facts are never returned.",
+		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, c call, in getIn) (any, error) {
+			if in.Key != "" && in.Namespace == "" {
+				return nil, invalid("key needs a namespace")
+			}
+			cs, next, err := svc.List(ctx, c.Tenant, memory.Query{SubjectID: c.User, Namespace: in.Namespace, Key: in.Key, Limit: 100})
+			if err != nil {
+				return nil, err
+			}
+			out := make([]claimOut, len(cs))
+			for i, cl := range cs {
+				out[i] = claimView(cl)
+			}
+			return map[string]any{"memories": out, "truncated": next != ""}, nil
+		})
+	add(t, srv, &gomcp.Tool{Name: "memory_add", Title: "Keep a fact long term",
+		Description: "Keep one fact the user stated, citing the messages where they said it (session_id and message_seqs; at least one must be the user's own message). A new value for the same namespace and key supersedes the old one. Guesses are not kept: only what the user said.",
+		Annotations: &gomcp.ToolAnnotations{DestructiveHint: ptr(false)}},
+		func(ctx context.Context, c call, in addIn) (any, error) {
+			prov, err := t.evidence(ctx, c, in.SessionID, in.MessageSeqs)
+			if err != nil {
+				return nil, err
+			}
+			if in.Value == nil {
+				return nil, invalid("value is required")
+			}
+			val, err := json.Marshal(in.Value)
+			if err != nil {
+				return nil, invalid("value: %v", err)
+			}
+			if in.TTLSeconds < 0 {
+				return nil, invalid("ttl_seconds must not be negative")
+			}
+			res, err := svc.Add(ctx, c.Tenant, memory.AddInput{SubjectID: c.User, Namespace: in.Namespace, Key: in.Key, Value: val,
+				Text: in.Text, Category: in.Category, Provenance: prov, TTLSeconds: in.TTLSeconds, Supersedes: in.Supersedes})
+			if err != nil {
+				return nil, err
+			}
+			out := map[string]any{"outcome": res.Outcome, "memory": claimView(res.Claim)}
+			if res.Reason != "" {
+				out["reason"] = res.Reason
+			}
+			if res.Superseded != "" {
+				out["superseded"] = res.Superseded
+			}
+			return out, nil
+		})
+	add(t, srv, &gomcp.Tool{Name: "memory_forget", Title: "Forget what is kept about the user",
+		Description: "Forget everything kept about this user (or one namespace), everywhere: the facts, their search index and vectors. Use it when the user asks to be forgotten. It cannot be undone.",
+		Annotations: &gomcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}},
+		func(ctx context.Context, c call, in forgetIn) (any, error) {
+			if in.Reason == "" {
+				return nil, invalid("reason is required")
+			}
+			rec, err := svc.Forget(ctx, c.Tenant, c.User, in.Namespace, in.Reason)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"forget_id": rec.ForgetID, "namespace": rec.Namespace, "forgotten": rec.Claims, "tombstones": rec.Tombstones}, nil
+		})
+}
+
+// evidence checks that the cited messages exist in the user's session and
+// that one of them is the user's: the claim is then user_stated, with the
+// messages as its provenance. A model cannot cite what was not said.
+func (t *toolset) evidence(ctx context.Context, c call, sessionID string, seqs []int64) (memory.Provenance, error) {
+	if t.s.svc.Sessions == nil {
+		return memory.Provenance{}, errors.New("memory_add needs session memory on this server")
+	}
+	if len(seqs) == 0 {
+		return memory.Provenance{}, invalid("message_seqs must cite at least one message")
+	}
+	if len(seqs) > MaxEvidence {
+		return memory.Provenance{}, invalid("message_seqs cites %d messages; at most %d", len(seqs), MaxEvidence)
+	}
+	want := slices.Clone(seqs)
+	slices.Sort(want)
+	want = slices.Compact(want)
+	if want[0] < 1 {
+		return memory.Provenance{}, invalid("message_seqs must be positive")
+	}
+	lo, hi := want[0], want[len(want)-1]
+	if hi-lo >= 500 {
+		return memory.Provenance{}, invalid("message_seqs spans %d messages; cite messages within 500 of each other", hi-lo+1)
+	}
+	ms, err := t.s.svc.Sessions.Messages(ctx, c.Tenant, sessionID, c.User, session.MessageQuery{AfterSeq: lo - 1, BeforeSeq: hi + 1, Limit: int(hi - lo + 1)})
+	if err != nil {
+		return memory.Provenance{}, err
+	}
+	role := make(map[int64]string, len(ms))
+	for _, m := range ms {
+		role[m.Seq] = m.Role
+	}
+	ids := make([]string, len(want))
+	byUser := false
+	for i, s := range want {
+		r, ok := role[s]
+		if !ok {
+			return memory.Provenance{}, invalid("message %d is not in session %s", s, sessionID)
+		}
+		byUser = byUser || r == "user"
+		ids[i] = strconv.FormatInt(s, 10)
+	}
+	if !byUser {
+		return memory.Provenance{}, invalid("none of the cited messages is the user's: only what the user said is kept long term")
+	}
+	return memory.Provenance{SourceType: memory.SourceMessage, SourceID: "session:" + sessionID, MessageIDs: ids,
+		ValidatedBy: memory.ValidatedUserStated}, nil
+}

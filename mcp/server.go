@@ -1,0 +1,272 @@
+package mcp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mementohq/memento/contextbuild"
+	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/retrieval"
+	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/session"
+)
+
+// DefaultMaxArgumentBytes bounds one tool call's arguments: a model that
+// pastes a whole document into a tool gets an error it can read, not a
+// partial write.
+const DefaultMaxArgumentBytes = 256 << 10
+
+// Services are the domain services the tools call; a nil service leaves
+// its tools out of the list.
+type Services struct {
+	Runs      *run.Service
+	Sessions  *session.Service
+	Memory    *memory.Service
+	Context   *contextbuild.Builder
+	Retrieval *retrieval.Service
+}
+
+// Binding is who every tool call of a connection acts as. It comes from
+// the connection's credentials (an API key, a header the operator sets, a
+// flag of `memento mcp`), so a model cannot change it with an argument.
+type Binding struct {
+	Tenant string
+	User   string
+}
+
+// ErrUnbound is a connection with no user: user-scoped tools refuse.
+var ErrUnbound = errors.New("this connection is bound to no user")
+
+// Options tune the server.
+type Options struct {
+	// Name and Version are announced to clients ("memento" and "dev" when empty).
+	Name, Version string
+	// Classify turns a service error into a stable problem kind and a detail
+	// a model can read; internal errors keep their text in the log. Nil
+	// treats every error as internal.
+	Classify func(error) (kind, detail string, internal bool)
+	// Logger receives internal errors; nil discards them.
+	Logger *slog.Logger
+	// MaxArgumentBytes bounds one call's arguments (0: DefaultMaxArgumentBytes).
+	MaxArgumentBytes int
+	// LeaseTTLSeconds is how long run_checkpoint holds a run's lease (0: 30).
+	LeaseTTLSeconds int
+	// CallTimeout bounds one tool call, store calls included (0: 30s).
+	CallTimeout time.Duration
+}
+
+// Server builds SDK servers whose tools call Services.
+type Server struct {
+	svc  Services
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns a server over svc.
+func New(svc Services, opts Options) *Server {
+	if opts.Name == "" {
+		opts.Name = "memento"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.MaxArgumentBytes <= 0 {
+		opts.MaxArgumentBytes = DefaultMaxArgumentBytes
+	}
+	if opts.LeaseTTLSeconds <= 0 {
+		opts.LeaseTTLSeconds = 30
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 30 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{svc: svc, opts: opts, log: log}
+}
+
+const instructions = `Memento keeps what this agent must remember. Session tools hold the state of the
+current conversation (small, explicit: step, choices, ids) and its messages. Memory tools keep
+confirmed long-term facts about the user, each with the message it came from; search before asking
+the user something they may have told you before. context_build assembles what a model should see
+under a token budget. run_checkpoint records a durable step of a workflow; run_restore returns the
+state saved at the last (or a named) checkpoint, so work resumes where it stopped. Every tool acts
+as the user of this connection: ids name things of that user only.`
+
+// binder yields the binding of one call.
+type binder func(*gomcp.CallToolRequest) (Binding, error)
+
+// Server returns an SDK server whose tools act as b, for in-process use
+// (gomcp.NewInMemoryTransports) and stdio.
+func (s *Server) Server(b Binding) *gomcp.Server {
+	return s.build(func(*gomcp.CallToolRequest) (Binding, error) { return b, nil })
+}
+
+// Handler serves streamable HTTP. resolve turns a request's headers into
+// its binding; it runs for every HTTP request (a failure answers 401 with
+// its error) and again for every tool call, so a session id presented with
+// other credentials acts as those credentials, never as the session's first.
+func (s *Server) Handler(resolve func(http.Header) (Binding, error), opts *gomcp.StreamableHTTPOptions) http.Handler {
+	srv := s.build(func(req *gomcp.CallToolRequest) (Binding, error) {
+		if req.Extra == nil || req.Extra.Header == nil {
+			return Binding{}, errors.New("no credentials on this call")
+		}
+		return resolve(req.Extra.Header)
+	})
+	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return srv }, opts)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := resolve(r.Header); err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="memento"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			b, _ := json.Marshal(map[string]any{"error": err.Error()})
+			_, _ = w.Write(b)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// RunStdio serves one client on stdin/stdout until it disconnects or ctx ends.
+func (s *Server) RunStdio(ctx context.Context, b Binding) error {
+	return s.Server(b).Run(ctx, &gomcp.StdioTransport{})
+}
+
+func (s *Server) build(bind binder) *gomcp.Server {
+	srv := gomcp.NewServer(&gomcp.Implementation{Name: s.opts.Name, Title: "Memento", Version: s.opts.Version},
+		&gomcp.ServerOptions{Instructions: instructions, Logger: s.opts.Logger})
+	t := &toolset{s: s, bind: bind}
+	if s.svc.Sessions != nil {
+		t.sessionTools(srv)
+	}
+	if s.svc.Memory != nil {
+		t.memoryTools(srv)
+	}
+	if s.svc.Context != nil {
+		t.contextTools(srv)
+	}
+	if s.svc.Runs != nil {
+		t.runTools(srv)
+	}
+	if s.svc.Retrieval != nil {
+		t.retrievalTools(srv)
+	}
+	return srv
+}
+
+// toolset is the tools of one SDK server.
+type toolset struct {
+	s    *Server
+	bind binder
+}
+
+// ToolError is the body of a tool error: a stable kind a program can branch
+// on and a detail a model can act on.
+type ToolError struct {
+	Type   string `json:"type"`
+	Detail string `json:"detail"`
+}
+
+// call is what every handler gets: the binding, checked to name a user.
+type call struct {
+	Binding
+}
+
+// add registers a typed tool whose handler runs with the call's binding;
+// every failure becomes a tool error the model reads (IsError), never a
+// protocol error or a crash.
+func add[In any](t *toolset, srv *gomcp.Server, tool *gomcp.Tool, h func(context.Context, call, In) (any, error)) {
+	gomcp.AddTool(srv, tool, func(ctx context.Context, req *gomcp.CallToolRequest, in In) (res *gomcp.CallToolResult, out any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				t.s.log.Error("mcp tool panicked", "tool", tool.Name, "panic", p, "stack", string(debug.Stack()))
+				res, out, err = t.errorResult(ToolError{Type: "internal", Detail: "internal error; the server log has the details"}), nil, nil
+			}
+		}()
+		if n := len(req.Params.Arguments); n > t.s.opts.MaxArgumentBytes {
+			return t.errorResult(ToolError{Type: "invalid-request", Detail: fmt.Sprintf("the arguments are %d bytes, over the limit of %d: keep large content out of tool calls", n, t.s.opts.MaxArgumentBytes)}), nil, nil
+		}
+		b, err := t.bind(req)
+		if err != nil {
+			return t.errorResult(ToolError{Type: "unauthorized", Detail: err.Error()}), nil, nil
+		}
+		if b.Tenant == "" {
+			return t.errorResult(ToolError{Type: "unauthorized", Detail: "this connection is bound to no tenant"}), nil, nil
+		}
+		if b.User == "" {
+			return t.errorResult(ToolError{Type: "unauthorized", Detail: ErrUnbound.Error() + ": use a user-bound API key or the X-Memento-User header"}), nil, nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, t.s.opts.CallTimeout)
+		defer cancel()
+		v, err := h(ctx, call{b}, in)
+		if err != nil {
+			return t.errorResult(t.classify(tool.Name, err)), nil, nil
+		}
+		return nil, v, nil
+	})
+}
+
+func (t *toolset) classify(tool string, err error) ToolError {
+	var te *ToolError
+	if errors.As(err, &te) {
+		return *te
+	}
+	if t.s.opts.Classify != nil {
+		kind, detail, internal := t.s.opts.Classify(err)
+		if !internal {
+			return ToolError{Type: kind, Detail: detail}
+		}
+	}
+	t.s.log.Error("mcp tool failed", "tool", tool, "err", err)
+	return ToolError{Type: "internal", Detail: "internal error; the server log has the details"}
+}
+
+func (e *ToolError) Error() string { return e.Detail }
+
+// invalid is a tool error for an argument the model must fix.
+func invalid(format string, args ...any) error {
+	return &ToolError{Type: "invalid-request", Detail: fmt.Sprintf(format, args...)}
+}
+
+func (t *toolset) errorResult(te ToolError) *gomcp.CallToolResult {
+	b, _ := json.Marshal(map[string]ToolError{"error": te})
+	return &gomcp.CallToolResult{IsError: true, Content: []gomcp.Content{&gomcp.TextContent{Text: string(b)}}}
+}
+
+// RunID is the run id behind a user's run name: runs are per tenant, so
+// the name is prefixed with a digest of the user, and no name one user can
+// pass reaches another user's run.
+func RunID(user, name string) (string, error) {
+	if err := run.ValidID("run", name); err != nil {
+		return "", invalid("%v", err)
+	}
+	sum := sha256.Sum256([]byte(user))
+	id := "mcp-" + hex.EncodeToString(sum[:10]) + "-" + name
+	if len(id) > run.MaxIDLength {
+		return "", invalid("run is longer than %d bytes", run.MaxIDLength-len(id)+len(name))
+	}
+	return id, nil
+}
+
+// object checks that a JSON value given as an argument is an object.
+func object(field string, v map[string]any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, invalid("%s must be a JSON object", field)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, invalid("%s: %v", field, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mementohq/memento/mcp"
+	"github.com/mementohq/memento/run"
+)
+
+// HeaderUser names the end user of an MCP connection made with a
+// tenant-wide key (or with no keys configured): the app that holds the key
+// vouches for the user, and sets the header in its MCP client config, out
+// of the model's reach. A user-bound key fixes the user itself.
+const HeaderUser = "X-Memento-User"
+
+// DefaultUser is the user of an MCP connection to a server without keys
+// that names none: the one local user of a development setup.
+const DefaultUser = "default"
+
+// mcpBinding resolves the tenant and user every tool call of a request acts as.
+func (s *Server) mcpBinding(h http.Header) (mcp.Binding, error) {
+	named := strings.TrimSpace(h.Get(HeaderUser))
+	if named != "" {
+		if err := run.ValidID(HeaderUser, named); err != nil {
+			return mcp.Binding{}, err
+		}
+	}
+	if s.keys.Len() == 0 {
+		if named == "" {
+			named = DefaultUser
+		}
+		return mcp.Binding{Tenant: DefaultTenant, User: named}, nil
+	}
+	scheme, key, ok := strings.Cut(h.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
+		return mcp.Binding{}, errors.New("an API key is required: Authorization: Bearer <key>")
+	}
+	p, found := s.keys.Lookup(strings.TrimSpace(key))
+	if !found {
+		return mcp.Binding{}, errors.New("the API key is not valid")
+	}
+	if p.Role < RoleWriter {
+		return mcp.Binding{}, fmt.Errorf("the MCP tools need the writer role; the key has %s", p.Role)
+	}
+	switch {
+	case p.User == "":
+		return mcp.Binding{Tenant: p.Tenant, User: named}, nil
+	case named != "" && named != p.User:
+		return mcp.Binding{}, fmt.Errorf("this API key is bound to another user than %s names", HeaderUser)
+	}
+	return mcp.Binding{Tenant: p.Tenant, User: p.User}, nil
+}
+
+// mcpHandler serves the MCP endpoint: streamable HTTP, every request
+// authenticated, tool calls bound to the request's credentials.
+func (s *Server) mcpHandler(m *mcp.Server) http.Handler {
+	return m.Handler(s.mcpBinding, &gomcp.StreamableHTTPOptions{Logger: s.log, MaxRequestBodyBytes: s.maxBody})
+}

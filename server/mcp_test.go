@@ -1,0 +1,175 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/mcp"
+	"github.com/mementohq/memento/server"
+)
+
+// mcpServer serves eng's API with the MCP endpoint and the given keys.
+func mcpServer(t *testing.T, eng *memento.Engine, keys string) *httptest.Server {
+	t.Helper()
+	ks := server.NewKeySet()
+	if err := server.ParseAPIKeys(ks, keys); err != nil {
+		t.Fatal(err)
+	}
+	m := mcp.New(mcp.Services{Runs: eng.Runs, Sessions: eng.Sessions, Memory: eng.Memory, Context: eng.Context, Retrieval: eng.Retrieval},
+		mcp.Options{Classify: server.ClassifyError})
+	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory,
+		Context: eng.Context, Retrieval: eng.Retrieval, Keys: ks, MCP: m, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// headerRT sets headers on every request; swapping them mid-session is how
+// a test presents other credentials on an established MCP session.
+type headerRT struct {
+	h atomic.Pointer[http.Header]
+}
+
+func (rt *headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range *rt.h.Load() {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpConnect(t *testing.T, url string, h http.Header) (*gomcp.ClientSession, *headerRT, error) {
+	t.Helper()
+	rt := &headerRT{}
+	rt.h.Store(&h)
+	tr := &gomcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1, DisableStandaloneSSE: true}
+	cs, err := gomcp.NewClient(&gomcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	if err == nil {
+		t.Cleanup(func() { _ = cs.Close() })
+	}
+	return cs, rt, err
+}
+
+// mcpCall calls a tool and returns its JSON text and whether it is a tool error.
+func mcpCall(t *testing.T, cs *gomcp.ClientSession, name string, args any) (map[string]any, bool) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &gomcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(res.Content[0].(*gomcp.TextContent).Text), &out); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return out, res.IsError
+}
+
+func bearer(key string, user ...string) http.Header {
+	h := http.Header{"Authorization": {"Bearer " + key}}
+	if len(user) > 0 {
+		h.Set(server.HeaderUser, user[0])
+	}
+	return h
+}
+
+// TestMCPBindingFromCredentials: over streamable HTTP, tenant and user come
+// from the key (or the header a tenant-wide key's holder sets), for every
+// call: credentials swapped on a live session act as the new ones.
+func TestMCPBindingFromCredentials(t *testing.T) {
+	eng := openEngine(t, "sqlite", memento.Config{})
+	const (
+		appKey   = "app-key-0123456789abcdef"
+		bobKey   = "bob-key-0123456789abcdef"
+		readKey  = "read-key-0123456789abcdef"
+		otherKey = "other-tenant-key-0123456789"
+	)
+	hs := mcpServer(t, eng, appKey+"=acme,"+bobKey+"=acme:writer:bob,"+readKey+"=acme:reader,"+otherKey+"=globex")
+
+	for name, h := range map[string]http.Header{"no key": {}, "wrong key": bearer("nope-nope-nope-nope-nope"), "reader key": bearer(readKey),
+		"bob's key naming alice": bearer(bobKey, "alice")} {
+		if _, _, err := mcpConnect(t, hs.URL, h); err == nil {
+			t.Errorf("%s: connected, want refusal", name)
+		}
+	}
+	alice, rt, err := mcpConnect(t, hs.URL, bearer(appKey, "alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, isErr := mcpCall(t, alice, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"who": "alice"}}); isErr || out["user_id"] != "alice" {
+		t.Fatalf("alice put: %v", out)
+	}
+	bob, _, err := mcpConnect(t, hs.URL, bearer(bobKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, isErr := mcpCall(t, bob, "session_get", map[string]any{"session_id": "s1"}); !isErr {
+		t.Fatalf("bob read alice's session: %v", out)
+	}
+	globex, _, err := mcpConnect(t, hs.URL, bearer(otherKey, "alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, isErr := mcpCall(t, globex, "session_get", map[string]any{"session_id": "s1"}); !isErr {
+		t.Fatalf("another tenant's alice read acme's alice: %v", out)
+	}
+	unbound, _, err := mcpConnect(t, hs.URL, bearer(appKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, isErr := mcpCall(t, unbound, "session_get", map[string]any{"session_id": "s1"}); !isErr {
+		t.Fatalf("a tenant key naming no user read a session: %v", out)
+	}
+	// Bob's credentials on alice's established session act as bob.
+	h := bearer(bobKey)
+	rt.h.Store(&h)
+	if out, isErr := mcpCall(t, alice, "session_get", map[string]any{"session_id": "s1"}); !isErr {
+		t.Fatalf("bob's key on alice's MCP session read her session: %v", out)
+	}
+	// A user-bound key serves /mcp only.
+	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/v1/sessions/s1?user_id=alice", nil)
+	req.Header.Set("Authorization", "Bearer "+bobKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a user-bound key on /v1: status %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestMCPWithoutKeys: a loopback server without keys is one tenant; the
+// user is the header's, or the default user.
+func TestMCPWithoutKeys(t *testing.T) {
+	eng := openEngine(t, "sqlite", memento.Config{})
+	hs := mcpServer(t, eng, "")
+	def, _, err := mcpConnect(t, hs.URL, http.Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, isErr := mcpCall(t, def, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{}}); isErr || out["user_id"] != server.DefaultUser {
+		t.Fatalf("put: %v", out)
+	}
+	carol, _, err := mcpConnect(t, hs.URL, http.Header{server.HeaderUser: {"carol"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, isErr := mcpCall(t, carol, "session_get", map[string]any{"session_id": "s1"}); !isErr {
+		t.Fatalf("carol read the default user's session: %v", out)
+	}
+	res, err := carol.ListTools(context.Background(), nil)
+	if err != nil || len(res.Tools) < 10 {
+		t.Fatalf("list tools over HTTP: %v, %v", res, err)
+	}
+}
