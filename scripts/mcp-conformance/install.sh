@@ -47,12 +47,14 @@ fi
 if ! installed; then
 	log "installing Node 22, @modelcontextprotocol/conformance and @modelcontextprotocol/inspector (package-lock.json) into $dir"
 	tmp="$(mktemp -d "$cache/.install.XXXXXX")"
+	chmod 755 "$tmp"
 	trap 'rm -rf "$tmp"' EXIT
 	cp "$here/package.json" "$here/package-lock.json" "$tmp/"
 	# --ignore-scripts: nothing here needs an install script (the inspector's
 	# postinstall only sets up its own source checkout); the versions and
-	# integrity hashes come from the lock alone.
-	(cd "$tmp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2) ||
+	# integrity hashes come from the lock alone. --engine-strict=false: the
+	# npm that installs may run on an older Node than the Node 22 it installs.
+	(cd "$tmp" && npm ci --ignore-scripts --engine-strict=false --no-audit --no-fund --loglevel=error >&2) ||
 		die "npm ci failed (is the npm registry reachable? npm config get registry: $(npm config get registry 2>/dev/null))"
 	[[ -x "$tmp/node_modules/node-linux-$arch/bin/node" ]] || die "npm ci did not install node-linux-$arch"
 	mkdir "$tmp/bin"
