@@ -58,6 +58,19 @@ func (s *Server) mcpBinding(h http.Header) (mcp.Binding, error) {
 
 // mcpHandler serves the MCP endpoint: streamable HTTP, every request
 // authenticated, tool calls bound to the request's credentials.
+//
+// Stateless: the tools keep nothing per MCP session (what an agent must
+// remember is in the stores), so any instance behind a load balancer can
+// answer any request, and no idle session holds memory on a server.
+// DNS-rebinding protection (a localhost request with a foreign Host) is
+// what guards a keyless loopback server from web pages; with keys every
+// request needs a bearer key a page cannot know, and a reverse proxy on
+// the same host must be able to pass its public Host through.
 func (s *Server) mcpHandler(m *mcp.Server) http.Handler {
-	return m.Handler(s.mcpBinding, &gomcp.StreamableHTTPOptions{Logger: s.log, MaxRequestBodyBytes: s.maxBody})
+	return m.Handler(s.mcpBinding, &gomcp.StreamableHTTPOptions{
+		Stateless:                  true,
+		Logger:                     s.log,
+		MaxRequestBodyBytes:        s.maxBody,
+		DisableLocalhostProtection: s.keys.Len() > 0,
+	})
 }

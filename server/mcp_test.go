@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -171,5 +172,36 @@ func TestMCPWithoutKeys(t *testing.T) {
 	res, err := carol.ListTools(context.Background(), nil)
 	if err != nil || len(res.Tools) < 10 {
 		t.Fatalf("list tools over HTTP: %v, %v", res, err)
+	}
+}
+
+// TestMCPHostCheck: without keys a loopback server refuses a request whose
+// Host is not local (a web page's DNS-rebinding trick); with keys the
+// bearer key is the guard, and a reverse proxy's public Host passes.
+func TestMCPHostCheck(t *testing.T) {
+	eng := openEngine(t, "sqlite", memento.Config{})
+	const key = "app-key-0123456789abcdef"
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, c := range []struct {
+		keys   string
+		auth   string
+		status int
+	}{{"", "", http.StatusForbidden}, {key + "=acme:writer:alice", "Bearer " + key, http.StatusOK}} {
+		hs := mcpServer(t, eng, c.keys)
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/mcp", strings.NewReader(body))
+		req.Host = "memento.example.com"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("keys %q, foreign Host: status %d, want %d", c.keys, resp.StatusCode, c.status)
+		}
 	}
 }

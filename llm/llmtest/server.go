@@ -96,11 +96,13 @@ type Options struct {
 	Answer func(ChatCall) Reply
 }
 
-// Message is a chat message as the fake received it.
+// Message is a chat message as the fake received it: an assistant's tool
+// calls too, so an Answer function can follow a tool-calling loop.
 type Message struct {
 	Role       string
 	Content    string
 	ToolCallID string
+	ToolCalls  []ToolCall
 }
 
 // ChatCall is what Options.Answer sees of a chat request.
@@ -324,10 +326,17 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 }
 
 type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    *string         `json:"content"`
-	ToolCalls  json.RawMessage `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
+	Role      string  `json:"role"`
+	Content   *string `json:"content"`
+	ToolCalls []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+	ToolCallID string `json:"tool_call_id"`
 }
 
 type chatCompletionRequest struct {
@@ -360,6 +369,10 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Stream {
 		writeError(w, http.StatusBadRequest, "this fake does not stream")
+		return
+	}
+	if msg := checkToolProtocol(req.Messages); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	if rf := req.ResponseFormat; rf != nil && rf.Type == "json_schema" && (rf.JSONSchema == nil || rf.JSONSchema.Name == "" || len(rf.JSONSchema.Schema) == 0) {
@@ -404,6 +417,9 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 			if m.Content != nil {
 				msg.Content = *m.Content
 			}
+			for _, tc := range m.ToolCalls {
+				msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			}
 			call.Messages = append(call.Messages, msg)
 		}
 		if rf := req.ResponseFormat; rf != nil && rf.JSONSchema != nil {
@@ -445,4 +461,34 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
 		"usage":   map[string]int{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
 	})
+}
+
+// checkToolProtocol answers the 400 message OpenAI gives a conversation
+// that breaks the tool-call protocol, "" for one that keeps it: every tool
+// message answers a call of the assistant message before it, and every
+// call is answered before the next non-tool message.
+func checkToolProtocol(msgs []chatMessage) string {
+	open := map[string]bool{}
+	for i, m := range msgs {
+		if m.Role == "tool" {
+			if !open[m.ToolCallID] {
+				return fmt.Sprintf("messages[%d]: a message with role 'tool' must be a response to a preceding message with 'tool_calls' (tool_call_id %q)", i, m.ToolCallID)
+			}
+			delete(open, m.ToolCallID)
+			continue
+		}
+		if len(open) > 0 {
+			return fmt.Sprintf("messages[%d]: an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'", i)
+		}
+		for _, tc := range m.ToolCalls {
+			if m.Role != "assistant" || tc.ID == "" || tc.Type != "function" || tc.Function.Name == "" {
+				return fmt.Sprintf("messages[%d]: tool calls need role assistant, an id, type function and a function name", i)
+			}
+			open[tc.ID] = true
+		}
+	}
+	if len(open) > 0 {
+		return "an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'"
+	}
+	return ""
 }

@@ -68,3 +68,46 @@ func TestWire(t *testing.T) {
 		t.Fatalf("%d chat requests recorded", n)
 	}
 }
+
+// The fake refuses a conversation that breaks the tool-call protocol, as
+// OpenAI does, and shows an Answer function the assistant's tool calls.
+func TestToolProtocol(t *testing.T) {
+	var seen []Message
+	s := New(Options{Answer: func(c ChatCall) Reply {
+		seen = c.Messages
+		return Reply{Content: "ok"}
+	}})
+	defer s.Close()
+	post := func(body string) int {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+Chat, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	call := `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]}`
+	for name, msgs := range map[string]string{
+		"tool without a call":    `{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c1","content":"r"}`,
+		"call left unanswered":   `{"role":"user","content":"x"},` + call + `,{"role":"user","content":"y"}`,
+		"call unanswered at end": `{"role":"user","content":"x"},` + call,
+		"answer to another id":   `{"role":"user","content":"x"},` + call + `,{"role":"tool","tool_call_id":"c2","content":"r"}`,
+		"call without an id":     `{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}}]}`,
+	} {
+		if code := post(`{"model":"m","messages":[` + msgs + `]}`); code != http.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400", name, code)
+		}
+	}
+	if seen != nil {
+		t.Fatalf("a refused request reached Answer: %v", seen)
+	}
+	if code := post(`{"model":"m","messages":[{"role":"user","content":"x"},` + call + `,{"role":"tool","tool_call_id":"c1","content":"r"}]}`); code != 200 {
+		t.Fatalf("a well-formed tool turn: status %d", code)
+	}
+	if len(seen) != 3 || len(seen[1].ToolCalls) != 1 || seen[1].ToolCalls[0] != (ToolCall{ID: "c1", Name: "f", Arguments: `{"a":1}`}) ||
+		seen[2].ToolCallID != "c1" || seen[2].Content != "r" {
+		t.Fatalf("Answer saw %+v", seen)
+	}
+}
