@@ -9,6 +9,13 @@
 # one. Installs Debian's postgresql, redis-server, redis-tools and gcc (for
 # -race) when missing, as root. Stops exactly what it started, on exit.
 #
+# The MCP clients of cmd/memento's TestMCPClients (the MCP conformance suite
+# and the MCP Inspector, on Node 22, at the versions
+# scripts/mcp-conformance/package-lock.json pins) are installed by
+# scripts/mcp-conformance/install.sh into a cache outside the repository,
+# once per lock; that needs npm (Debian's nodejs and npm are installed when
+# missing, as root) and the npm registry.
+#
 # Environment:
 #   MEMENTO_TEST_PG_PORT      PostgreSQL port to use or start (default 5432)
 #   MEMENTO_TEST_REDIS_PORT   Redis port to use or start (default 6379)
@@ -18,6 +25,10 @@
 #                             go-redis's form redis://h1:p1?addr=h2:p2&addr=h3:p3
 #   MEMENTO_TEST_TIMEOUT      go test -timeout per package (default 25m)
 #   MEMENTO_TEST_PACKAGES     packages to test (default ./...)
+#   MEMENTO_TEST_MCP_CLIENTS  use this install of scripts/mcp-conformance as it
+#                             is (what its install.sh prints)
+#   MEMENTO_MCP_CLIENTS_CACHE where install.sh keeps installs (default
+#                             ${XDG_CACHE_HOME:-$HOME/.cache}/memento/mcp-conformance)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -353,6 +364,18 @@ else
 	start_redis_cluster
 fi
 
+# --- MCP clients -------------------------------------------------------------------
+if [[ -n "${MEMENTO_TEST_MCP_CLIENTS:-}" ]]; then
+	log "MCP clients: using MEMENTO_TEST_MCP_CLIENTS as given"
+else
+	command -v npm >/dev/null || apt_install nodejs npm
+	log "MCP clients: Node 22, the MCP conformance suite and the MCP Inspector (scripts/mcp-conformance/install.sh)"
+	MEMENTO_TEST_MCP_CLIENTS="$(scripts/mcp-conformance/install.sh)" ||
+		die "could not install the MCP clients (scripts/mcp-conformance/install.sh)"
+	export MEMENTO_TEST_MCP_CLIENTS
+	log "MCP clients in $MEMENTO_TEST_MCP_CLIENTS"
+fi
+
 # --- checks and tests ---------------------------------------------------------------
 log "gofmt"
 # testdata may hold deliberately odd Go files.
@@ -385,14 +408,18 @@ if [[ -f cmd/memento/internal/bench/dbospeer/go.mod ]]; then
 fi
 
 SOAK='^TestSoakRandomKills$'
+MCPCLIENTS='^TestMCPClients$'
 if [[ "$PACKAGES" == "./..." ]]; then
-	# The random-kill soak runs on its own below, verbosely, so its kill
-	# count and invariants show in the output.
-	log "go test -race -count=1 -timeout $GO_TIMEOUT -skip $SOAK ./..."
-	go test -race -count=1 -timeout "$GO_TIMEOUT" -skip "$SOAK" ./...
+	# The random-kill soak and the MCP clients run on their own below,
+	# verbosely, so the soak's kill count and invariants and each conformance
+	# scenario's result show in the output.
+	log "go test -race -count=1 -timeout $GO_TIMEOUT -skip $SOAK|$MCPCLIENTS ./..."
+	go test -race -count=1 -timeout "$GO_TIMEOUT" -skip "$SOAK|$MCPCLIENTS" ./...
 	log "go test -race -count=1 -v -run $SOAK ./examples/refund/ (SIGKILL soak, both backends)"
 	go test -race -count=1 -timeout "$GO_TIMEOUT" -v -run "$SOAK" ./examples/refund/ |
 		grep -E --line-buffered '^(=== RUN|--- |ok|FAIL|PASS)|^ +(--- |soak|[a-z_]+\.go:[0-9]+:)'
+	log "go test -race -count=1 -v -run $MCPCLIENTS ./cmd/memento/ (MCP conformance suite against memento serve's /mcp; MCP Inspector CLI over HTTP and stdio)"
+	go test -race -count=1 -timeout "$GO_TIMEOUT" -v -run "$MCPCLIENTS" ./cmd/memento/
 else
 	log "go test -race -count=1 -timeout $GO_TIMEOUT $PACKAGES"
 	# shellcheck disable=SC2086 # PACKAGES may name several patterns.
