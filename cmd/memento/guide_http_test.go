@@ -112,7 +112,7 @@ func splitGuideOutput(out string, n int) []string {
 	return outs
 }
 
-var statusLine = regexp.MustCompile(`([^\n])(HTTP/[0-9.]+ [0-9]{3} )`)
+var guideStatusLine = regexp.MustCompile(`([^\n])(HTTP/[0-9.]+ [0-9]{3} )`)
 
 // guideResponse is one response as curl -i prints it, or a bare body.
 type guideResponse struct {
@@ -127,7 +127,7 @@ type guideResponse struct {
 func parseResponses(text string) []guideResponse {
 	text = strings.ReplaceAll(text, "\r\n", "\n")
 	// curl ends no body with a newline: the next status line follows on its line.
-	text = statusLine.ReplaceAllString(text, "$1\n$2")
+	text = guideStatusLine.ReplaceAllString(text, "$1\n$2")
 	var out []guideResponse
 	var cur *guideResponse
 	inHeaders := false

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -149,7 +149,7 @@ func TestMCPGuide(t *testing.T) {
 			inputs["input:"+in.ID] = true
 		}
 		for name, e := range entries {
-			t.Run(strings.TrimSuffix(filepath.Base(mcpGuide), ".md")+":"+itoa(b.Line)+":"+name, func(t *testing.T) {
+			t.Run(strings.TrimSuffix(filepath.Base(mcpGuide), ".md")+":"+strconv.Itoa(b.Line)+":"+name, func(t *testing.T) {
 				switch {
 				case e.Command != "" && e.URL == "" && (e.Type == "" || e.Type == "stdio"):
 					stdio++
@@ -246,7 +246,7 @@ func TestMCPGuide(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tenantWide.Close()
-		if out, isErr := guideCall(t, ctx, tenantWide, "session_get", map[string]any{"session_id": "guide"}); !isErr || !strings.Contains(jsonText(out), "unauthorized") {
+		if out, isErr := guideCall(t, ctx, tenantWide, "session_get", map[string]any{"session_id": "guide"}); !isErr || !strings.Contains(fmt.Sprint(out), "unauthorized") {
 			t.Errorf("a tenant-wide key without %s: %v, want an unauthorized tool error", server.HeaderUser, out)
 		}
 		if cs, err := guideConnect(ctx, "http://"+keyedAddr+"/mcp", http.Header{"Authorization": {"Bearer " + userKey}, server.HeaderUser: {"someone-else"}}); err == nil {
@@ -295,11 +295,3 @@ func guideCall(t *testing.T, ctx context.Context, cs *gomcp.ClientSession, name 
 	}
 	return out, res.IsError
 }
-
-func jsonText(v any) string {
-	var b bytes.Buffer
-	_ = json.NewEncoder(&b).Encode(v)
-	return b.String()
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
