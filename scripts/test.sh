@@ -6,8 +6,9 @@
 # binaries in a temporary directory, on that port or, if something else holds
 # it, on a free one. The Redis Cluster (three masters, no replicas) is always
 # its own, on free loopback ports, unless MEMENTO_TEST_REDIS_CLUSTER_URL names
-# one. Installs Debian's postgresql, redis-server, redis-tools and gcc (for
-# -race) when missing, as root. Stops exactly what it started, on exit.
+# one. Installs Debian's postgresql, redis-server, redis-tools, gcc (for -race)
+# and curl (the HTTP guide's examples) when missing, as root. Stops exactly
+# what it started, on exit.
 #
 # The MCP clients of cmd/memento's TestMCPClients (the MCP conformance suite
 # and the MCP Inspector, on Node 22, at the versions
@@ -104,6 +105,8 @@ if ! command -v "$(go env CC)" >/dev/null; then
 	apt_install gcc libc6-dev
 fi
 export CGO_ENABLED=1
+# The HTTP guide's examples (TestHTTPGuide in cmd/memento) run with curl.
+command -v curl >/dev/null || apt_install curl
 GOFMT="$(go env GOROOT)/bin/gofmt"
 [[ -x "$GOFMT" ]] || GOFMT=gofmt
 
