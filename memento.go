@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -61,6 +62,22 @@ type Config struct {
 	// Retrieval tunes documents and retrieval (embedder, chunk sizes, TTL,
 	// snapshot retention); Open sets the offline embedder when it is nil.
 	Retrieval retrieval.Options
+	// Now, when set, is the engine's clock (see Options.Now).
+	Now func() time.Time
+}
+
+// setClock gives the services and every Clocked store o.Now.
+func setClock(st Stores, o *Options) {
+	for _, c := range []*func() time.Time{&o.Memory.Now, &o.Retrieval.Now, &o.Compaction.Now} {
+		if *c == nil {
+			*c = o.Now
+		}
+	}
+	for _, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault, st.Memory, st.Summaries, st.Retrieval} {
+		if c, ok := s.(Clocked); ok {
+			c.SetClock(o.Now)
+		}
+	}
 }
 
 // Backend names the store that holds runs.
@@ -107,7 +124,16 @@ type Options struct {
 	Compaction compact.Options
 	// Retrieval tunes documents and retrieval.
 	Retrieval retrieval.Options
+	// Now, when set, is the clock of the services and of the stores that
+	// keep time in Go (the embedded SQLite store, the in-memory twin; see
+	// Clocked), for tests and demos that move time: a session that expired
+	// a week ago, a memory past its TTL. PostgreSQL and Redis keep their
+	// own server time. Nil is time.Now.
+	Now func() time.Time
 }
+
+// Clocked is a store whose clock can be set before it is used.
+type Clocked interface{ SetClock(now func() time.Time) }
 
 // Engine holds the domain services wired to their stores. Fields are added per
 // domain; Open fills them all and Close releases everything Open acquired.
@@ -170,6 +196,9 @@ func New(st Stores, o Options) (*Engine, error) {
 	if !o.PII.Disabled && len(o.PII.Key) == 0 {
 		return nil, fmt.Errorf("new memento: %w", ErrNoPIIKey)
 	}
+	if o.Now != nil {
+		setClock(st, &o)
+	}
 	e := &Engine{cfg: Config{MaxStateBytes: o.MaxStateBytes, Registry: o.Registry, Sessions: o.Sessions, PII: o.PII}}
 	svc := st
 	if o.Tracer != nil {
@@ -188,7 +217,7 @@ func New(st Stores, o Options) (*Engine, error) {
 		so.Redactor = vault
 	}
 	e.Runs = run.NewService(svc.Runs, run.Options{MaxStateBytes: o.MaxStateBytes, Registry: o.Registry})
-	e.Ops = toolop.NewService(svc.Ops, nil)
+	e.Ops = toolop.NewService(svc.Ops, o.Now)
 	e.Sessions = session.NewService(svc.Sessions, so)
 	e.Vault = vault
 	if svc.Memory != nil {
@@ -315,7 +344,7 @@ func (b *builder) open(ctx context.Context) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: memoryDefaults(b.cfg.Memory), Retrieval: b.cfg.Retrieval}
+	o := Options{MaxStateBytes: b.cfg.MaxStateBytes, Registry: b.cfg.Registry, Sessions: b.cfg.Sessions, PII: b.cfg.PII, Tracer: b.cfg.Tracer, Memory: memoryDefaults(b.cfg.Memory), Retrieval: b.cfg.Retrieval, Now: b.cfg.Now}
 	if o.Retrieval.Embedder == nil {
 		o.Retrieval.Embedder = o.Memory.Embedder
 	}

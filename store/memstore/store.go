@@ -81,3 +81,7 @@ func cloneTime(t *time.Time) *time.Time {
 	c := *t
 	return &c
 }
+
+// SetClock replaces the store's clock (time.Now) for tests that move time;
+// call it before the store is shared.
+func (s *Store) SetClock(now func() time.Time) { s.now = now }

@@ -219,3 +219,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		return migratepkg.Apply(ctx, sqliteMigrations{tx: tx, now: db.nowMicros()}, migs)
 	})
 }
+
+// SetClock replaces the store's clock (time.Now) for tests and demos that
+// move time; call it before the store is shared.
+func (db *DB) SetClock(now func() time.Time) { db.now = now }

@@ -1,0 +1,66 @@
+package memento_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/internal/testenv"
+	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/session"
+)
+
+// testClock is a clock a test moves.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestEngineClock: with Config.Now the embedded store and the services keep
+// the test's time: a week later a session has expired and a memory with a
+// day's TTL is gone, while a lasting one is still served.
+func TestEngineClock(t *testing.T) {
+	clk := &testClock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
+	cfg := memento.Config{DataDir: t.TempDir(), Now: clk.Now}
+	cfg.PII.Key = testenv.PIIKey
+	ctx := context.Background()
+	eng, err := memento.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, _, err := eng.Sessions.Put(ctx, "t", "s1", session.PutRequest{UserID: "u", State: json.RawMessage(`{}`), TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	prov := memory.Provenance{SourceType: memory.SourceUser, SourceID: "form", ValidatedBy: memory.ValidatedUserStated}
+	for key, ttl := range map[string]int64{"mood-of-the-day": 86400, "city": 0} {
+		if _, err := eng.Memory.Add(ctx, "t", memory.AddInput{SubjectID: "u", Namespace: "n", Key: key, Value: json.RawMessage(`"x"`), Provenance: prov, TTLSeconds: ttl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(7 * 24 * time.Hour)
+	if _, err := eng.Sessions.Get(ctx, "t", "s1", "u"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("session a week after its hour's TTL: %v, want not found", err)
+	}
+	cs, _, err := eng.Memory.List(ctx, "t", memory.Query{SubjectID: "u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Key != "city" {
+		t.Fatalf("memories a week later: %+v, want only the lasting one", cs)
+	}
+	if got := cs[0].CreatedAt; !got.Equal(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)) {
+		t.Fatalf("created_at %v, want the test clock's", got)
+	}
+}
