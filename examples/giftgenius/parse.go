@@ -40,11 +40,11 @@ var (
 		regexp.MustCompile(`(?i)\bbudget\s+(?:is\s+|of\s+)?(?:about\s+|around\s+)?(\d{1,6})\b`),
 		regexp.MustCompile(`(?i)\bup\s+to\s+(\d{1,6})\b`),
 	}
-	reBigger = regexp.MustCompile(`(?i)\b(?:bigger|higher|larger|more|increased?)\s+budget\b|\bbudget\s+(?:is\s+)?(?:bigger|higher|larger)\b|\bspend\s+more\b`)
-	reDays   = regexp.MustCompile(`(?i)\b(?:within|in|under)\s+(\d{1,3})\s+days?\b`)
-	reWeeks  = regexp.MustCompile(`(?i)\b(?:within|in|under)\s+(a|one|two|\d)\s+weeks?\b`)
-	reTmrw   = regexp.MustCompile(`(?i)\bby\s+tomorrow\b`)
-	reWord   = regexp.MustCompile(`[A-Za-z]+(?:\s+games)?`)
+	reBigger  = regexp.MustCompile(`(?i)\b(?:bigger|higher|larger|more|increased?)\s+budget\b|\bbudget\s+(?:is\s+)?(?:bigger|higher|larger)\b|\bspend\s+more\b`)
+	reDays    = regexp.MustCompile(`(?i)\b(?:within|in|under)\s+(\d{1,3})\s+days?\b`)
+	reWeeks   = regexp.MustCompile(`(?i)\b(?:within|in|under)\s+(a|one|two|\d)\s+weeks?\b`)
+	reTmrw    = regexp.MustCompile(`(?i)\bby\s+tomorrow\b`)
+	reWord    = regexp.MustCompile(`[A-Za-z]+(?:\s+games)?`)
 	reLetters = regexp.MustCompile(`[^A-Za-z]+`)
 	reCodes   = regexp.MustCompile(`\b(UK|USA|U\.S\.A?\.?)`)
 )

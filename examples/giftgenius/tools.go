@@ -25,7 +25,7 @@ type searchIn struct {
 type searchOut struct {
 	Candidates []Brief `json:"candidates"`
 	// Excluded are the earlier choices left out, so the model can say so.
-	Excluded []Brief `json:"excluded,omitempty"`
+	Excluded []Brief  `json:"excluded,omitempty"`
 	Unknown  []string `json:"unknown_interests,omitempty"`
 }
 
