@@ -23,6 +23,7 @@ const (
 	ToolMessageAppend = "message_append"
 	ToolContextBuild  = "context_build"
 	ToolRunStart      = "run_start"
+	ToolRunGet        = "run_get"
 	ToolRunCheckpoint = "run_checkpoint"
 	ToolRunRestore    = "run_restore"
 )
@@ -31,7 +32,7 @@ const (
 // the model: the transcript, the context and the checkpoints are the
 // loop's, so a model cannot append turns, replace the state wholesale or
 // checkpoint where the app did not mark a step.
-var LoopTools = []string{ToolSessionPut, ToolMessageAppend, ToolContextBuild, ToolRunStart, "run_get", ToolRunCheckpoint, ToolRunRestore}
+var LoopTools = []string{ToolSessionPut, ToolMessageAppend, ToolContextBuild, ToolRunStart, ToolRunGet, ToolRunCheckpoint, ToolRunRestore}
 
 // Defaults of Config.
 const (
@@ -71,9 +72,9 @@ type Config struct {
 	Model     llm.Chat
 	ModelName string
 	// Tools must include Memento's session_get, session_put,
-	// message_append and context_build (and run_start, run_checkpoint,
-	// run_restore when Checkpoints is set), usually over MCP (NewMCP),
-	// joined with the app's own (Join).
+	// message_append and context_build (and run_start, run_get,
+	// run_checkpoint, run_restore when Checkpoints is set), usually over
+	// MCP (NewMCP), joined with the app's own (Join).
 	Tools Tools
 	// SessionID is the session the turns belong to. The user is the one
 	// the tools are bound to, never an argument.
@@ -114,9 +115,16 @@ type Checkpoints struct {
 	// A run outlives sessions: a user back on another device, long after
 	// the session expired, continues from its latest checkpoint.
 	Run, Workflow string
-	// Mark says, after each tool call of the model, whether the app's step
-	// is done and under which label to checkpoint the session state.
-	Mark func(call Call, result ToolResult) (label string, ok bool)
+	// Mark says, after each tool call of the model, whether an app step is
+	// done: the session state is then checkpointed under the label.
+	Mark func(call Call, result ToolResult) (cp Checkpoint, ok bool)
+}
+
+// Checkpoint is a marked step: Label names what was reached (a label the
+// run already has, from a step reached again, gets the suffix
+// "-r<revision>"); NextStep is the step the run continues with.
+type Checkpoint struct {
+	Label, NextStep string
 }
 
 // Call is one tool call. Step is the model call (1-based) that asked for
@@ -150,10 +158,10 @@ type Result struct {
 	Steps int
 	Usage llm.Usage
 	// Accounting is context_build's account of the built context.
-	Accounting    json.RawMessage
-	UserMessageID string
-	// AnswerMessageID is the stored answer's message id.
-	AnswerMessageID string
+	Accounting json.RawMessage
+	// UserMessageSeq and AnswerMessageSeq are the seqs the session stored
+	// the turn's messages under (a memory's evidence cites them).
+	UserMessageSeq, AnswerMessageSeq int64
 }
 
 // Agent runs turns in one session. Turns of one Agent run one at a time.
@@ -246,11 +254,11 @@ func (t *turn) run(ctx context.Context, userText string) error {
 	if err := t.loadSession(ctx); err != nil {
 		return err
 	}
-	ids, err := t.appendMessage(ctx, llm.RoleUser, userText)
+	seq, err := t.appendMessage(ctx, llm.RoleUser, userText)
 	if err != nil {
 		return err
 	}
-	t.res.UserMessageID = ids
+	t.res.UserMessageSeq = seq
 	msgs, err := t.buildContext(ctx, userText)
 	if err != nil {
 		return err
@@ -296,11 +304,11 @@ func (t *turn) run(ctx context.Context, userText string) error {
 			msgs = append(msgs, llm.Message{Role: llm.RoleTool, ToolCallID: tc.ID, Content: content})
 		}
 	}
-	id, err := t.appendMessage(ctx, llm.RoleAssistant, t.res.Answer)
+	seq, err = t.appendMessage(ctx, llm.RoleAssistant, t.res.Answer)
 	if err != nil {
 		return err
 	}
-	t.res.AnswerMessageID = id
+	t.res.AnswerMessageSeq = seq
 	st, err := t.sessionState(ctx)
 	if err != nil {
 		return err
@@ -314,7 +322,7 @@ func (t *turn) offer(all []llm.Tool) error {
 	cfg := &t.a.cfg
 	need := []string{ToolSessionGet, ToolSessionPut, ToolMessageAppend, ToolContextBuild}
 	if cfg.Checkpoints != nil {
-		need = append(need, ToolRunStart, ToolRunCheckpoint, ToolRunRestore)
+		need = append(need, ToolRunStart, ToolRunGet, ToolRunCheckpoint, ToolRunRestore)
 	}
 	have := map[string]bool{}
 	for _, tl := range all {
@@ -462,41 +470,35 @@ func (t *turn) sessionState(ctx context.Context) (json.RawMessage, error) {
 	return out.State, nil
 }
 
-// appendMessage stores one message of the session and returns its id.
-func (t *turn) appendMessage(ctx context.Context, role llm.Role, content string) (string, error) {
+// appendMessage stores one message of the session and returns its seq.
+func (t *turn) appendMessage(ctx context.Context, role llm.Role, content string) (int64, error) {
 	r, err := t.own(ctx, ToolMessageAppend, map[string]any{"session_id": t.a.cfg.SessionID,
 		"messages": []map[string]string{{"role": string(role), "content": content}}})
 	if err != nil {
-		return "", err
+		return 0, err
 	}
 	var out struct {
 		Messages []struct {
-			MessageID string `json:"message_id"`
+			Seq int64 `json:"seq"`
 		} `json:"messages"`
 	}
 	if err := decode(ToolMessageAppend, r, &out); err != nil {
-		return "", err
+		return 0, err
 	}
-	if len(out.Messages) != 1 {
-		return "", fmt.Errorf("agent: %s stored %d messages, want 1", ToolMessageAppend, len(out.Messages))
+	if len(out.Messages) != 1 || out.Messages[0].Seq <= 0 {
+		return 0, fmt.Errorf("agent: %s answered %q, want the seq of one message", ToolMessageAppend, snippet(r.Text))
 	}
-	return out.Messages[0].MessageID, nil
+	return out.Messages[0].Seq, nil
 }
 
 // buildContext asks context_build for what the model sees: the system
 // prompt, the session state, memories, history and the user's message,
 // under the budget less the reserve, the tool definitions and a note
-// naming the stored message (a model citing evidence needs its id).
+// naming the stored message (a model citing evidence needs its seq).
 func (t *turn) buildContext(ctx context.Context, userText string) ([]llm.Message, error) {
 	cfg := &t.a.cfg
-	var note *llm.Message
-	if t.res.UserMessageID != "" {
-		note = &llm.Message{Role: llm.RoleSystem, Content: "The user's message below is stored as message_id " + t.res.UserMessageID + "."}
-	}
-	reserve := cfg.ReserveTokens + t.toolTokens()
-	if note != nil {
-		reserve += tokens.MessageTokens(t.a.counter, *note)
-	}
+	note := llm.Message{Role: llm.RoleSystem, Content: fmt.Sprintf("The user's message below is stored as message seq %d.", t.res.UserMessageSeq)}
+	reserve := cfg.ReserveTokens + t.toolTokens() + tokens.MessageTokens(t.a.counter, note)
 	if reserve >= cfg.BudgetTokens {
 		return nil, fmt.Errorf("agent: %w: the reserve and the tool definitions take %d of %d tokens", ErrOverBudget, reserve, cfg.BudgetTokens)
 	}
@@ -531,10 +533,7 @@ func (t *turn) buildContext(ctx context.Context, userText string) ([]llm.Message
 		msgs = slices.Delete(msgs, n-2, n-1)
 		n--
 	}
-	if note != nil {
-		msgs = slices.Insert(msgs, n-1, *note)
-	}
-	return msgs, nil
+	return slices.Insert(msgs, n-1, note), nil
 }
 
 // modelCall runs one tool call of the model and returns what the model
@@ -571,36 +570,57 @@ func (t *turn) modelCall(ctx context.Context, step int, tc llm.ToolCall) (string
 		}
 		e.Result = r
 	}
+	t.res.Trace = append(t.res.Trace, e)
 	if cp := cfg.Checkpoints; cp != nil {
-		if label, ok := cp.Mark(e.Call, e.Result); ok {
-			e.Checkpoint = label
-			t.res.Trace = append(t.res.Trace, e)
-			if err := t.checkpoint(ctx, label); err != nil {
+		if mark, ok := cp.Mark(e.Call, e.Result); ok {
+			at := len(t.res.Trace) - 1
+			label, err := t.checkpoint(ctx, mark)
+			if err != nil {
 				return "", err
 			}
-			return clip(e.Result.Text, cfg.MaxToolResultBytes), nil
+			t.res.Trace[at].Checkpoint = label
 		}
 	}
-	t.res.Trace = append(t.res.Trace, e)
 	return clip(e.Result.Text, cfg.MaxToolResultBytes), nil
 }
 
-// checkpoint commits the session state to the run under label, starting
-// the run the first time.
-func (t *turn) checkpoint(ctx context.Context, label string) error {
+// checkpoint commits the session state to the run under the mark's label,
+// starting the run the first time, and returns the label it took.
+func (t *turn) checkpoint(ctx context.Context, mark Checkpoint) (string, error) {
 	cp := t.a.cfg.Checkpoints
 	st, err := t.sessionState(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if !t.a.started {
 		if _, err := t.own(ctx, ToolRunStart, map[string]any{"run": cp.Run, "workflow": cp.Workflow, "state": st}); err != nil {
-			return err
+			return "", err
 		}
 		t.a.started = true
 	}
-	_, err = t.own(ctx, ToolRunCheckpoint, map[string]any{"run": cp.Run, "label": label, "state": st, "step": label})
-	return err
+	label := mark.Label
+	args := map[string]any{"run": cp.Run, "label": label, "state": st, "step": mark.NextStep}
+	_, err = t.own(ctx, ToolRunCheckpoint, args)
+	var tf *ToolFailedError
+	if errors.As(err, &tf) && tf.Result.ErrorType() == "checkpoint-exists" {
+		// The step was reached again (the user changed their mind, came
+		// back later): checkpoint it again under the revision it makes.
+		r, err := t.own(ctx, ToolRunGet, map[string]string{"run": cp.Run})
+		if err != nil {
+			return "", err
+		}
+		var out struct {
+			Revision int64 `json:"revision"`
+		}
+		if err := decode(ToolRunGet, r, &out); err != nil {
+			return "", err
+		}
+		label = fmt.Sprintf("%s-r%d", mark.Label, out.Revision+1)
+		args["label"] = label
+		_, err = t.own(ctx, ToolRunCheckpoint, args)
+		return label, err
+	}
+	return label, err
 }
 
 // clip cuts s to at most n bytes on a rune boundary, saying so.

@@ -83,15 +83,15 @@ func TestTurn(t *testing.T) {
 	if msgs := f.messages["s1"]; len(msgs) != 2 || msgs[0]["role"] != "user" || msgs[1]["content"] != "Noted: a budget of 50." {
 		t.Fatalf("transcript %v", msgs)
 	}
-	if res.UserMessageID != "m1" || res.AnswerMessageID != "m2" {
-		t.Fatalf("message ids %q %q", res.UserMessageID, res.AnswerMessageID)
+	if res.UserMessageSeq != 1 || res.AnswerMessageSeq != 2 {
+		t.Fatalf("message seqs %d %d", res.UserMessageSeq, res.AnswerMessageSeq)
 	}
 	// The model got the built context: the system prompt first, the user's
 	// message once and last, the note naming its id just before it.
 	first := s.reqs[0]
 	n := len(first.Messages)
 	if first.Model != "gpt-4o" || first.Messages[0].Content != "You help." || first.Messages[n-1].Role != llm.RoleUser || first.Messages[n-1].Content != "My budget is 50." ||
-		!strings.Contains(first.Messages[n-2].Content, "message_id m1") {
+		!strings.Contains(first.Messages[n-2].Content, "message seq 1") {
 		t.Fatalf("first request %+v", first.Messages)
 	}
 	users := 0
@@ -295,18 +295,18 @@ func TestCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	f := newFake()
 	cp := &agent.Checkpoints{Run: "gift:anna", Workflow: "giftgenius",
-		Mark: func(c agent.Call, r agent.ToolResult) (string, bool) {
+		Mark: func(c agent.Call, r agent.ToolResult) (agent.Checkpoint, bool) {
 			if c.Name != "session_patch" || r.IsError {
-				return "", false
+				return agent.Checkpoint{}, false
 			}
 			var a struct {
-				Patch struct{ Step string } `json:"patch"`
+				Patch struct{ Step, Next string } `json:"patch"`
 			}
 			_ = json.Unmarshal(c.Args, &a)
-			return a.Patch.Step, a.Patch.Step != ""
+			return agent.Checkpoint{Label: a.Patch.Step, NextStep: a.Patch.Next}, a.Patch.Step != ""
 		}}
 	patch := func(step string) func(llm.ChatRequest) llm.ChatResponse {
-		return fixed(agent.CallTool("session_patch", map[string]any{"patch": map[string]any{"step": step}}))
+		return fixed(agent.CallTool("session_patch", map[string]any{"patch": map[string]any{"step": step, "next": "after-" + step}}))
 	}
 	s := &script{steps: []func(llm.ChatRequest) llm.ChatResponse{
 		patch("profile_collected"), fixed(agent.CallTool("session_get", nil)), fixed(agent.Answer("profile kept")),
@@ -336,7 +336,7 @@ func TestCheckpoints(t *testing.T) {
 	if r == nil || r.workflow != "giftgenius" || len(r.checkpoints) != 2 {
 		t.Fatalf("run %+v", r)
 	}
-	if c := r.checkpoints[1]; c.label != "candidates_generated" || c.step != "candidates_generated" || c.state["step"] != "candidates_generated" {
+	if c := r.checkpoints[1]; c.label != "candidates_generated" || c.step != "after-candidates_generated" || c.state["step"] != "candidates_generated" {
 		t.Fatalf("checkpoint %+v", c)
 	}
 	if n := strings.Count(strings.Join(f.callNames(), " "), "run_start"); n != 1 {
@@ -358,6 +358,22 @@ func TestCheckpoints(t *testing.T) {
 	res, err = b.Turn(ctx, "same friend, bigger budget")
 	if err != nil || res.RestoredFrom != "candidates_generated" || res.Answer != "welcome back, we had ideas" {
 		t.Fatalf("%v: restored %q, answer %q", err, res.RestoredFrom, res.Answer)
+	}
+	// A step reached again is checkpointed again, under a new label.
+	s = &script{steps: []func(llm.ChatRequest) llm.ChatResponse{patch("candidates_generated"), fixed(agent.Answer("new ideas"))}}
+	b = newAgent(t, f, s.model(), func(c *agent.Config) { c.Checkpoints = cp; c.SessionID = "s9" })
+	res, err = b.Turn(ctx, "bigger budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var took []string
+	for _, e := range res.Trace {
+		if e.Checkpoint != "" {
+			took = append(took, e.Checkpoint)
+		}
+	}
+	if c := r.checkpoints[len(r.checkpoints)-1]; len(r.checkpoints) != 3 || c.label != "candidates_generated-r4" || !slices.Equal(took, []string{c.label}) {
+		t.Fatalf("checkpoints %+v, trace labels %v", r.checkpoints, took)
 	}
 	// A failed checkpoint fails the turn: the app asked for durability.
 	f.fail["run_checkpoint"] = "state-too-large"

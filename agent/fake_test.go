@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strconv"
 	"sync"
 
 	"github.com/mementohq/memento/agent"
@@ -126,9 +125,8 @@ func (f *fakeTools) Call(ctx context.Context, name string, raw json.RawMessage) 
 		var out []map[string]any
 		for _, m := range a.Messages {
 			seq := len(f.messages[a.SessionID]) + 1
-			m["message_id"] = "m" + strconv.Itoa(seq)
 			f.messages[a.SessionID] = append(f.messages[a.SessionID], m)
-			out = append(out, map[string]any{"message_id": m["message_id"], "seq": seq, "role": m["role"]})
+			out = append(out, map[string]any{"seq": seq, "role": m["role"]})
 		}
 		return okJSON(map[string]any{"session_id": a.SessionID, "messages": out}), nil
 	case "context_build":
@@ -155,8 +153,20 @@ func (f *fakeTools) Call(ctx context.Context, name string, raw json.RawMessage) 
 		if !ok {
 			return errJSON("run-not-found", a.Run), nil
 		}
+		for _, c := range r.checkpoints {
+			if c.label == a.Label {
+				return errJSON("checkpoint-exists", a.Label), nil
+			}
+		}
 		r.checkpoints = append(r.checkpoints, fakeCheckpoint{label: a.Label, step: a.Step, state: a.State})
 		return okJSON(map[string]any{"run": a.Run, "label": a.Label, "revision": len(r.checkpoints)}), nil
+	case "run_get":
+		r, ok := f.runs[a.Run]
+		if !ok {
+			return errJSON("run-not-found", a.Run), nil
+		}
+		// One commit per checkpoint, after the start.
+		return okJSON(map[string]any{"run": a.Run, "revision": len(r.checkpoints) + 1}), nil
 	case "run_restore":
 		r, ok := f.runs[a.Run]
 		if !ok {
