@@ -1,7 +1,6 @@
 package giftgenius
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -110,7 +109,6 @@ func New(cfg Config) (*agent.Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("giftgenius: encode the initial state: %w", err)
 	}
-	m := marker{tools: cfg.Memento, run: cfg.Run}
 	return agent.New(agent.Config{
 		Model:        cfg.Model,
 		ModelName:    cfg.ModelName,
@@ -121,19 +119,10 @@ func New(cfg Config) (*agent.Agent, error) {
 		MaxSteps:     12,
 		InitialState: initial,
 		SessionTTL:   cfg.SessionTTL,
-		Checkpoints:  &agent.Checkpoints{Run: cfg.Run, Workflow: DefaultWorkflow, Mark: m.mark},
+		Checkpoints:  &agent.Checkpoints{Run: cfg.Run, Workflow: DefaultWorkflow, Mark: mark},
 		ModelTools:   func(name string) bool { return slices.Contains(ModelTools, name) },
 	})
 }
-
-// marker says which tool calls complete a step of the search.
-type marker struct {
-	tools agent.Tools
-	run   string
-}
-
-// markTimeout bounds the label lookup of one mark (Mark gets no context).
-const markTimeout = 10 * time.Second
 
 // StepOf is the step a successful tool call completes ("" for none): a
 // complete profile kept, candidates generated, candidates filtered, a final
@@ -172,37 +161,25 @@ func StepOf(name string, r agent.ToolResult) string {
 	return ""
 }
 
-// mark labels the checkpoint of a completed step. A run goes through the
-// steps again on a later visit, and labels are unique per run, so the n-th
-// time a step is reached it is labelled "step-n" (the first time plainly).
-func (m marker) mark(c agent.Call, r agent.ToolResult) (string, bool) {
+// nextStep is what the run continues with after each step.
+var nextStep = map[string]string{StepProfile: "search", StepCandidates: "filter", StepFiltered: "choose", StepFinal: "follow-up"}
+
+// mark checkpoints a completed step under its name. A later visit reaches
+// the steps again; the loop then labels the checkpoint with the revision
+// ("filtered-r12"), labels being unique per run.
+func mark(c agent.Call, r agent.ToolResult) (agent.Checkpoint, bool) {
 	step := StepOf(c.Name, r)
 	if step == "" {
-		return "", false
+		return agent.Checkpoint{}, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
-	defer cancel()
-	for n := 1; n < 1000; n++ {
-		label := step
-		if n > 1 {
-			label += "-" + strconv.Itoa(n)
-		}
-		args, _ := json.Marshal(map[string]string{"run": m.run, "label": label})
-		res, err := m.tools.Call(ctx, "run_restore", args)
-		// Not found is a free label; any other failure the checkpoint
-		// itself reports.
-		if err != nil || res.IsError {
-			return label, true
-		}
-	}
-	return step, true
+	return agent.Checkpoint{Label: step, NextStep: nextStep[step]}, true
 }
 
-// CheckpointStep is the step a checkpoint label names ("filtered-2" ->
+// CheckpointStep is the step a checkpoint label names ("filtered-r12" ->
 // "filtered").
 func CheckpointStep(label string) string {
-	if i := strings.LastIndexByte(label, '-'); i > 0 {
-		if _, err := strconv.Atoi(label[i+1:]); err == nil {
+	if i := strings.LastIndex(label, "-r"); i > 0 {
+		if _, err := strconv.Atoi(label[i+2:]); err == nil {
 			return label[:i]
 		}
 	}
