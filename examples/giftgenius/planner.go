@@ -358,6 +358,8 @@ func (v *turnView) ask(p Profile, missing []string, stored *storedClaim) string 
 	var b strings.Builder
 	name := p.Recipient
 	switch {
+	case stored == nil && name == "" && ParseFacts(v.text).Same:
+		b.WriteString("I have no earlier gift search of yours on record. ")
 	case stored != nil:
 		fmt.Fprintf(&b, "I remember %s. ", stored.Value.Summary())
 	case name != "":
@@ -365,8 +367,9 @@ func (v *turnView) ask(p Profile, missing []string, stored *storedClaim) string 
 	default:
 		b.WriteString("Happy to help you find a gift! ")
 	}
+	into := "What is " + name + " into (hobbies, interests)?"
 	if name == "" {
-		name = "they"
+		into = "What are they into (hobbies, interests)?"
 	}
 	var qs []string
 	for _, f := range missing {
@@ -382,7 +385,7 @@ func (v *turnView) ask(p Profile, missing []string, stored *storedClaim) string 
 			}
 			qs = append(qs, q)
 		case FieldInterests:
-			qs = append(qs, fmt.Sprintf("What is %s into (hobbies, interests)?", name))
+			qs = append(qs, into)
 		case FieldBudget:
 			if p.BudgetEUR > 0 {
 				qs = append(qs, fmt.Sprintf("How much would you like to spend now, in euros (it was %d)?", p.BudgetEUR))

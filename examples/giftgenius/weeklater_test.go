@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mementohq/memento"
-	"github.com/mementohq/memento/agent"
+	"github.com/mementohq/memento/llm"
 	"github.com/mementohq/memento/examples/giftgenius"
 	"github.com/mementohq/memento/mcp"
 	"github.com/mementohq/memento/memory"
@@ -38,9 +38,10 @@ func options(t *testing.T, cat *giftgenius.Catalog, answer string) []giftgenius.
 // visit1 is the first visit on device A: two turns collect the profile
 // (the first asks, because the interests, budget and region are missing),
 // then candidates, filter and choice. It returns the chosen product.
-func visit1(t *testing.T, tools agent.Tools, cat *giftgenius.Catalog, ttl time.Duration) string {
+func visit1(t *testing.T, cat *giftgenius.Catalog, cfg giftgenius.Config) string {
 	t.Helper()
-	a, err := giftgenius.New(giftgenius.Config{Memento: tools, SessionID: "phone", SessionTTL: ttl})
+	cfg.SessionID = "phone"
+	a, err := giftgenius.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,10 @@ func visit1(t *testing.T, tools agent.Tools, cat *giftgenius.Catalog, ttl time.D
 // comes back a week later on another one (the session long expired) about
 // the same friend with a bigger budget; the last checkpoint and the stored
 // profile restore the work and nothing known is asked again.
-func TestWeekLater(t *testing.T) {
+func TestWeekLater(t *testing.T) { weekLater(t, nil) }
+
+// weekLater runs the scenario with model (nil: the Planner in process).
+func weekLater(t *testing.T, model llm.Chat) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
 	eng := openEngine(t, clk)
@@ -108,7 +112,7 @@ func TestWeekLater(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	chosen := visit1(t, dial(t, connect), cat, 24*time.Hour)
+	chosen := visit1(t, cat, giftgenius.Config{Memento: dial(t, connect), SessionTTL: 24 * time.Hour, Model: model})
 
 	clk.Advance(7 * 24 * time.Hour)
 	laptop := dial(t, connect)
@@ -116,7 +120,7 @@ func TestWeekLater(t *testing.T) {
 		t.Fatalf("session phone a week after its day's TTL: %q, want session-not-found", kind)
 	}
 
-	a, err := giftgenius.New(giftgenius.Config{Memento: laptop, SessionID: "laptop"})
+	a, err := giftgenius.New(giftgenius.Config{Memento: laptop, SessionID: "laptop", Model: model})
 	if err != nil {
 		t.Fatal(err)
 	}
