@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/mementohq/memento"
-	"github.com/mementohq/memento/llm"
 	"github.com/mementohq/memento/examples/giftgenius"
+	"github.com/mementohq/memento/llm"
 	"github.com/mementohq/memento/mcp"
 	"github.com/mementohq/memento/memory"
 )
