@@ -103,11 +103,11 @@ func TestParseChoice(t *testing.T) {
 func TestQuestionsAbout(t *testing.T) {
 	for text, want := range map[string][]string{
 		"Who is the gift for? What is she into? What's your budget? Which country should it ship to?": {"recipient", "interests", "budget", "region"},
-		"Here are three options. Which one would you like?":                                          nil,
-		"Tell me which one you'd like.":                                                              nil,
-		"How much would you like to spend now, in euros?":                                            {"budget"},
-		"I know Anna likes hiking. When do you need it?":                                             {"deadline"},
-		"Does she still live in Germany?":                                                            {"region"},
+		"Here are three options. Which one would you like?":                                           nil,
+		"Tell me which one you'd like.":                                                               nil,
+		"How much would you like to spend now, in euros?":                                             {"budget"},
+		"I know Anna likes hiking. When do you need it?":                                              {"deadline"},
+		"Does she still live in Germany?":                                                             {"region"},
 	} {
 		if got := giftgenius.QuestionsAbout(text); !slices.Equal(got, want) {
 			t.Errorf("%q: %v, want %v", text, got, want)
