@@ -22,9 +22,9 @@ import (
 func newDemoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Demonstrations: a fake payments API and the crash-safe refund workflow",
+		Short: "Demonstrations: a fake payments API, the crash-safe refund workflow, the GiftGenius agent",
 	}
-	cmd.AddCommand(newDemoPaymentsCmd(), newDemoRefundCmd())
+	cmd.AddCommand(newDemoPaymentsCmd(), newDemoRefundCmd(), newDemoGiftGeniusCmd())
 	return cmd
 }
 
