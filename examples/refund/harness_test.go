@@ -253,3 +253,8 @@ func events(t *testing.T, e *memento.Engine, runID string) []run.Event {
 	}
 	return evs
 }
+
+// services are the engine's services the refund workflow needs.
+func services(e *memento.Engine) refund.Services {
+	return refund.Services{Runs: e.Runs, Sessions: e.Sessions, Summaries: e.Summaries, Memory: e.Memory, Retrieval: e.Retrieval}
+}
