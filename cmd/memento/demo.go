@@ -128,6 +128,8 @@ on a server over the same store). The last line printed is a JSON summary
 				// turns redaction (and so the vault, which would need the
 				// key) off.
 				PII: memento.PIIConfig{Key: key, Disabled: key == nil && pgURL != ""},
+				// Summaries sized and counted for the workflow's own (offline) model.
+				Compaction: refund.CompactionOptions(),
 			})
 			if err != nil {
 				return err

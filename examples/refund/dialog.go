@@ -19,14 +19,29 @@ import (
 // the older part through a summary (a verifiable cache of the messages) and
 // the recent part raw.
 const (
-	// The window the (offline) model of the decide step has for the dialog:
-	// compact.Trigger decides what part of the dialog is summarised.
-	DialogModel  = compact.DefaultModel
+	// DialogModel is the decide step's offline model. It has no tokenizer
+	// of its own, so counts are approximate (tokens.Approx); an engine that
+	// serves the workflow counts summaries for it too (CompactionOptions), and
+	// so loads no tokenizer table, which a worker restarted often would pay
+	// at every start.
+	DialogModel = "refund-offline"
+	// DialogWindow is its window for the dialog: compact.Trigger decides
+	// what part of the dialog is summarised.
 	DialogWindow = 1024
 )
 
 // DialogReserves are the parts of the decide step's window the dialog may not use.
 var DialogReserves = compact.Reserves{System: 120, Retrieved: 200, Answer: 100}
+
+// CompactionOptions are the summary settings of an engine that serves the
+// refund workflow: summaries counted for DialogModel, their text within the
+// share of the dialog's budget that compact.Trigger leaves to summaries, so
+// that summary plus recent messages fit the window (and a step redone after
+// a crash finds nothing more to compact).
+func CompactionOptions() compact.Options {
+	history := DialogWindow - DialogReserves.Total()
+	return compact.Options{Model: DialogModel, Budget: history - int(float64(history)*compact.DefaultKeep)}
+}
 
 // DialogSession is the session id of an order's dialog; its user is the order's customer.
 func DialogSession(orderID string) string { return "dialog-" + orderID }
@@ -192,11 +207,13 @@ func compactDialog(ctx context.Context, sums *compact.Service, tenantID, session
 	ref := DialogRef{SessionID: sessionID, UserID: userID, Summaries: []SummaryRef{}}
 	owner := ref.Owner()
 	first, last, err := sums.Bounds(ctx, tenantID, owner)
+	if errors.Is(err, session.ErrNotFound) || err == nil && last == 0 {
+		// Session memory expires; the run does not depend on it.
+		ref.RawFrom, ref.Plan = 1, "no dialog: the session is gone or empty"
+		return ref, nil
+	}
 	if err != nil {
 		return ref, fmt.Errorf("dialog %s: %w", sessionID, err)
-	}
-	if last == 0 {
-		return ref, fmt.Errorf("dialog %s has no messages", sessionID)
 	}
 	usable, err := sums.Usable(ctx, tenantID, owner)
 	if err != nil {
@@ -270,28 +287,47 @@ func VerifyDialog(ctx context.Context, sums *compact.Service, tenantID string, r
 }
 
 // dialogView is what the decide step reads of the dialog: the structure of
-// the older part (from verified summaries, or from the raw messages where
-// a summary failed) and the recent messages raw.
+// the older part (from verified summaries, or condensed from the raw
+// messages where a summary failed) and of the recent messages, read raw.
 type dialogView struct {
 	Parts    []compact.Draft
-	Recent   []compact.Item
-	Used     []string // summary ids read
-	Fallback string   // why some of the dialog was read raw instead of summarised
-	Tokens   int      // what the view costs the model, by the target's tokenizer
+	Recent   compact.Range // the recent messages, read raw (empty when ToSeq < FromSeq)
+	Used     []string      // summary ids read
+	Fallback string        // why some of the dialog was not read through its summary
+	Tokens   int           // what the view costs the model, by the target's tokenizer
 }
 
 // readDialog builds the decide step's view. A summary that fails
 // VerifyDialog is not used: its range is condensed again from the raw
-// messages, in memory (the same extractive rules), and the stored summary
-// is left stale for a rebuild.
+// messages, in memory, by the same extractive rules (the stored summary is
+// left stale for a rebuild). A dialog that is gone (its session expired)
+// is a view with nothing in it: the decision does without.
 func readDialog(ctx context.Context, sums *compact.Service, tenantID string, ref DialogRef) (dialogView, error) {
-	var v dialogView
+	v := dialogView{Used: []string{}}
 	checks, err := VerifyDialog(ctx, sums, tenantID, ref)
 	if err != nil {
 		return v, err
 	}
-	counter := compact.CountItems
 	owner := ref.Owner()
+	raw := func(rg compact.Range) (bool, error) {
+		items, err := sums.Items(ctx, tenantID, owner, rg.FromSeq, rg.ToSeq)
+		if errors.Is(err, session.ErrNotFound) {
+			v.Parts, v.Fallback = nil, fmt.Sprintf("the dialog %s is gone", ref.SessionID)
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("dialog %s: %w", ref.SessionID, err)
+		}
+		d, err := compact.Extractive{}.Compact(ctx, compact.Input{Owner: owner, Range: rg, Items: items})
+		if err != nil {
+			return false, err
+		}
+		v.Parts = append(v.Parts, d)
+		for _, st := range compact.CountItems(DialogModel, items) {
+			v.Tokens += st.Tokens
+		}
+		return true, nil
+	}
 	for i, r := range ref.Summaries {
 		if checks[i].OK {
 			s, err := sums.Get(ctx, tenantID, r.SummaryID)
@@ -304,27 +340,14 @@ func readDialog(ctx context.Context, sums *compact.Service, tenantID string, ref
 			continue
 		}
 		v.Fallback = fmt.Sprintf("summary %s not used: %s", r.SummaryID, checks[i].Reason)
-		items, err := sums.Items(ctx, tenantID, owner, r.Covers.FromSeq, r.Covers.ToSeq)
-		if err != nil {
-			return v, fmt.Errorf("dialog %s: %w", ref.SessionID, err)
-		}
-		d, err := compact.Extractive{}.Compact(ctx, compact.Input{Owner: owner, Range: r.Covers, Items: items})
-		if err != nil {
+		if ok, err := raw(r.Covers); !ok {
 			return v, err
-		}
-		v.Parts = append(v.Parts, d)
-		for _, st := range counter(DialogModel, items) {
-			v.Tokens += st.Tokens
 		}
 	}
 	if ref.RawTo >= ref.RawFrom {
-		items, err := sums.Items(ctx, tenantID, owner, ref.RawFrom, ref.RawTo)
-		if err != nil {
-			return v, fmt.Errorf("dialog %s: %w", ref.SessionID, err)
-		}
-		v.Recent = items
-		for _, st := range counter(DialogModel, items) {
-			v.Tokens += st.Tokens
+		v.Recent = compact.Range{FromSeq: ref.RawFrom, ToSeq: ref.RawTo}
+		if _, err := raw(v.Recent); err != nil {
+			return v, err
 		}
 	}
 	return v, nil
@@ -332,46 +355,25 @@ func readDialog(ctx context.Context, sums *compact.Service, tenantID string, ref
 
 // dialogFacts are what the decision takes from the dialog.
 type dialogFacts struct {
-	Lost            bool
-	DeclinesCredit  bool
-	ClaimedAmount   string // "89.19 EUR", as the customer wrote it
-	ClaimedSeqs     []int64
-	DeclineSeqs     []int64
-	LostSeqs        []int64
-	RecentQuestions []string
+	Lost           bool   // the customer says the parcel never arrived
+	DeclinesCredit bool   // the customer refuses store credit
+	ClaimedAmount  string // "89.19 EUR", as the customer wrote it
+	ClaimedSeqs    []int64
 }
 
+// facts reads the carried structure of the view: amounts and negations
+// travel as structure in a summary, so a decision never depends on which
+// sentences of prose a summary kept.
 func (v dialogView) facts() dialogFacts {
 	var f dialogFacts
-	lostText := func(s string) bool {
-		s = strings.ToLower(s)
-		return strings.Contains(s, "never arrived") || strings.Contains(s, "lost")
-	}
-	creditText := func(s string) bool { return strings.Contains(strings.ToLower(s), "store credit") }
-	see := func(d compact.Draft) {
+	for _, d := range v.Parts {
 		for _, a := range d.Carried.Amounts {
 			f.ClaimedAmount, f.ClaimedSeqs = a.Value+" "+a.Currency, a.SourceSeqs
 		}
 		for _, n := range d.Carried.Negations {
-			if lostText(n.Text) {
-				f.Lost, f.LostSeqs = true, n.SourceSeqs
-			}
-			if creditText(n.Text) {
-				f.DeclinesCredit, f.DeclineSeqs = true, n.SourceSeqs
-			}
-		}
-		for _, q := range d.OpenQuestions {
-			f.RecentQuestions = append(f.RecentQuestions, q.Text)
-		}
-	}
-	for _, d := range v.Parts {
-		see(d)
-	}
-	// The recent messages are read raw, with the same rules.
-	if len(v.Recent) > 0 {
-		d, err := compact.Extractive{}.Compact(context.Background(), compact.Input{Range: compact.Range{FromSeq: v.Recent[0].Seq, ToSeq: v.Recent[len(v.Recent)-1].Seq}, Items: v.Recent})
-		if err == nil {
-			see(d)
+			text := strings.ToLower(n.Text)
+			f.Lost = f.Lost || strings.Contains(text, "never arrived")
+			f.DeclinesCredit = f.DeclinesCredit || strings.Contains(text, "store credit")
 		}
 	}
 	return f
@@ -392,6 +394,9 @@ type preferenceCandidate struct {
 // later message confirms.
 func findPreference(ctx context.Context, sums *compact.Service, tenantID string, owner compact.Owner) (*preferenceCandidate, error) {
 	first, last, err := sums.Bounds(ctx, tenantID, owner)
+	if errors.Is(err, session.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil || last == 0 {
 		return nil, err
 	}
@@ -437,12 +442,7 @@ func decide(o Order, v dialogView, policy string, cand *preferenceCandidate, kep
 	d := Decision{Refund: true, AmountCents: o.AmountCents, Reason: "customer request",
 		RefundTo: MethodOriginal, RefundToSource: SourceDefault,
 		Context: &DecisionContext{Summaries: v.Used, SummaryFallback: v.Fallback, ClaimedAmount: f.ClaimedAmount, ClaimedSeqs: f.ClaimedSeqs}}
-	if d.Context.Summaries == nil {
-		d.Context.Summaries = []string{}
-	}
-	if len(v.Recent) > 0 {
-		d.Context.RawFrom, d.Context.RawTo = v.Recent[0].Seq, v.Recent[len(v.Recent)-1].Seq
-	}
+	d.Context.RawFrom, d.Context.RawTo = v.Recent.FromSeq, v.Recent.ToSeq
 	if f.Lost {
 		d.Reason = "parcel reported lost"
 	}

@@ -218,6 +218,7 @@ func (b backend) open(t *testing.T) *memento.Engine {
 	}
 	cfg := b.cfg
 	cfg.Registry = reg
+	cfg.Compaction = refund.CompactionOptions() // as the demo opens it
 	e, err := memento.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("open %s: %v", b.name, err)

@@ -486,6 +486,46 @@ func TestDialogSummaryFeedsDecision(t *testing.T) {
 		}
 		t.Logf("dialog of %d messages (%d tokens raw): summary of %s (%d tokens) + messages %d..%d raw; the decision read %d tokens (policy included)",
 			len(items), raw, sum.Covers, sum.Tokens, ref.RawFrom, ref.RawTo, d.Context.Tokens)
+
+		// read_dialog redone after a crash that followed its compaction: the
+		// summary made before is the one used, and no second one is made.
+		eng := r.policyEngine("w2")
+		o4, _ := refund.OrderFor("order-0004")
+		if err := refund.OpenDialog(ctx, r.e.Sessions, "default", o4); err != nil {
+			t.Fatal(err)
+		}
+		owner4 := compact.SessionOwner(refund.DialogSession(o4.OrderID), o4.Customer)
+		ref4, err := refund.CompactDialog(ctx, r.e.Summaries, "default", owner4.ID, owner4.UserID)
+		if err != nil || len(ref4.Summaries) != 1 {
+			t.Fatalf("the crashed attempt's compaction: %+v %v", ref4, err)
+		}
+		pre := ref4.Summaries[0]
+		st4 := r.drive(eng, o4.OrderID)
+		all, _, err := r.e.Summaries.List(ctx, "default", owner4, "", 100)
+		if err != nil || len(all) != 1 || len(st4.Dialog.Summaries) != 1 || st4.Dialog.Summaries[0].SummaryID != pre.SummaryID ||
+			len(st4.Decision.Context.Summaries) != 1 || st4.Decision.Context.Summaries[0] != pre.SummaryID {
+			t.Fatalf("redone read_dialog: %d summaries (%v), dialog %+v, decision %+v", len(all), err, st4.Dialog, st4.Decision.Context)
+		}
+
+		// Session memory expires; a run whose dialog is gone still decides, from the order.
+		o3, _ := refund.OrderFor("order-0003")
+		if err := refund.OpenDialog(ctx, r.e.Sessions, "default", o3); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.e.Sessions.Close(ctx, "default", refund.DialogSession(o3.OrderID), o3.Customer); err != nil {
+			t.Fatal(err)
+		}
+		id3 := refund.RunID(o3.OrderID)
+		if _, _, err := eng.Start(ctx, refund.WorkflowName, id3, refund.Input{OrderID: o3.OrderID}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := eng.Drive(ctx, id3); err != nil || got.Status != run.StatusCompleted {
+			t.Fatalf("run without its dialog: %s %q %v", got.Status, got.StatusReason, err)
+		}
+		if st3 := r.state(id3); len(st3.Dialog.Summaries) != 0 || !strings.Contains(st3.Dialog.Plan, "no dialog") ||
+			st3.Decision.Reason != "customer request" || st3.Outcome != refund.OutcomeRefunded {
+			t.Fatalf("run without its dialog: %+v %+v", st3.Dialog, st3.Decision)
+		}
 	})
 }
 
@@ -546,6 +586,25 @@ func TestConfirmedPreferenceKeptWithProvenance(t *testing.T) {
 		h, err := r.e.Memory.History(ctx, "default", claim.MemoryID)
 		if err != nil || len(h) != 1 || h[0].MemoryID != claim.MemoryID || h[0].Provenance.EventSeq != p.EventSeq || h[0].Provenance.ValidatedBy != memory.ValidatedUserConfirmed {
 			t.Fatalf("history: %+v %v", h, err)
+		}
+
+		// A customer who had the preference forgotten: replaying the dialog
+		// that stated it cannot bring it back (the tombstone refuses it),
+		// and the refund goes on without keeping it.
+		o3, _ := refund.OrderFor("order-0003")
+		if _, err := r.e.Memory.Add(ctx, "default", memory.AddInput{SubjectID: o3.Customer, Namespace: refund.PreferenceNamespace, Key: refund.PreferenceKey,
+			Value: json.RawMessage(`"` + refund.MethodOriginal + `"`), Provenance: memory.Provenance{SourceType: memory.SourceOperator, SourceID: "desk", ValidatedBy: memory.ValidatedOperator}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.e.Memory.Forget(ctx, "default", o3.Customer, "", "the customer asked"); err != nil {
+			t.Fatal(err)
+		}
+		st3 := r.drive(eng, o3.OrderID)
+		if st3.Candidate == nil || st3.Remembered == nil || st3.Remembered.Outcome != memory.OutcomeRefused || st3.Remembered.MemoryID != "" || st3.Preference != nil {
+			t.Fatalf("forgotten customer: candidate %+v remembered %+v preference %+v", st3.Candidate, st3.Remembered, st3.Preference)
+		}
+		if cs, _, err := r.e.Memory.List(ctx, "default", memory.Query{SubjectID: o3.Customer}); err != nil || len(cs) != 0 {
+			t.Fatalf("forgotten customer's memory: %+v %v", cs, err)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package refund
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -37,8 +38,9 @@ type Preference struct {
 
 // Remembered is the state field "remembered": what the remember step wrote.
 type Remembered struct {
-	MemoryID string         `json:"memory_id"`
+	MemoryID string         `json:"memory_id,omitempty"`
 	Outcome  memory.Outcome `json:"outcome"`
+	Reason   string         `json:"reason,omitempty"`
 }
 
 // recallPreference reads the customer's current refund-method claim, if any.
@@ -94,6 +96,11 @@ func rememberPreference(ctx context.Context, mem *memory.Service, tenantID, cust
 			MessageIDs: ids, ValidatedBy: memory.ValidatedUserConfirmed},
 		ConsentBasis: fmt.Sprintf("the customer asked to remember it (message %d of %s)", p.ConfirmSeq, sessionID),
 	})
+	var refused *memory.Refusal
+	if errors.As(err, &refused) {
+		// Policy keeps it out (the customer had their memory forgotten, say): not the run's failure.
+		return Remembered{Outcome: memory.OutcomeRefused, Reason: refused.Reason}, nil
+	}
 	if err != nil {
 		return Remembered{}, fmt.Errorf("remember preference of %s: %w", customer, err)
 	}
