@@ -151,6 +151,11 @@ func TestTrigger(t *testing.T) {
 	if p.Range != (compact.Range{FromSeq: 11, ToSeq: 30}) || p.KeptTokens != 2000 {
 		t.Fatalf("range %s kept %d", p.Range, p.KeptTokens)
 	}
+	// Over the budget by the summaries alone: no raw entry to compact helps.
+	p, err = compact.Trigger(compact.TriggerInput{Model: "gpt-4o", ContextWindow: 8000, Reserves: res, SummaryTokens: 3900, History: hist(10, 100)})
+	if err != nil || p.Compact || p.HistoryTokens != 4900 || p.KeptTokens != 1000 {
+		t.Fatalf("summaries over: %v %+v", err, p)
+	}
 	// One huge entry at the end is never compacted itself.
 	h := append(hist(3, 10), compact.SeqTokens{Seq: 99, Tokens: 9000})
 	p, err = compact.Trigger(compact.TriggerInput{Model: "llama-3", ContextWindow: 8000, Reserves: res, History: h})

@@ -70,8 +70,9 @@ type Plan struct {
 // Trigger says whether the history of a target model must be compacted
 // and which prefix: nothing while summaries plus raw entries fit in the
 // window less the reserves; otherwise the shortest prefix whose removal
-// leaves the raw suffix within Keep of the budget. The newest entry is
-// never compacted. A window smaller than the reserves is an error.
+// leaves the raw suffix within Keep of the budget (none when the raw
+// entries are within it already and the summaries take the room). The
+// newest entry is never compacted. A window smaller than the reserves is an error.
 func Trigger(in TriggerInput) (Plan, error) {
 	c := tokens.ForModel(in.Model)
 	p := Plan{Tokenizer: c.Name(), Exact: c.Exact()}
@@ -111,6 +112,11 @@ func Trigger(in TriggerInput) (Plan, error) {
 	for cut < len(in.History)-1 && kept > target {
 		kept -= in.History[cut].Tokens
 		cut++
+	}
+	if cut == 0 {
+		// The raw entries already fit in their share: the summaries take
+		// the room, and compacting raw entries cannot free it.
+		return p, nil
 	}
 	p.Compact = true
 	p.Range = Range{FromSeq: in.History[0].Seq, ToSeq: in.History[cut-1].Seq}

@@ -83,9 +83,14 @@ func newDemoRefundCmd() *cobra.Command {
 	var data, pg, logLevel string
 	cmd := &cobra.Command{
 		Use:   "refund",
-		Short: "Drive N refund runs (lookup, decide, approve, refund, verify) to an end; restartable",
+		Short: "Drive N refund runs (lookup, dialog, memory, policy, decide, approve, refund, verify) to an end; restartable",
 		Long: `Create one refund run per order (order-0001 ... order-N), idempotently, and
 serve them until every run is completed, failed or suspended for an operator.
+Each order comes with a long customer dialog (a session): the run reads its
+older part through a summary it verifies and the recent part raw, keeps a
+refund-method preference the customer confirmed in long-term memory (read
+back on the customer's later orders), and retrieves the refund policy as
+agent:refund-bot, readable by group:support only, with its provenance.
 Killed at any instant and started again, it continues every unfinished run;
 each refund is applied at most once. Approvals are decided by a policy
 (approve up to --approval-limit cents, reject above) unless
@@ -118,16 +123,20 @@ on a server over the same store). The last line printed is a JSON summary
 				DataDir:     flagOrEnv(cmd, "data", data, envData, data),
 				PostgresURL: pgURL,
 				Registry:    reg,
-				// The demo writes runs and operations, never a session: on
-				// PostgreSQL without a key it turns redaction (and so the
-				// vault, which would need the key) off.
+				// The demo's sessions are the customer dialogs it makes up,
+				// which hold no personal data: on PostgreSQL without a key it
+				// turns redaction (and so the vault, which would need the
+				// key) off.
 				PII: memento.PIIConfig{Key: key, Disabled: key == nil && pgURL != ""},
+				// Summaries sized and counted for the workflow's own (offline) model.
+				Compaction: refund.CompactionOptions(),
 			})
 			if err != nil {
 				return err
 			}
 			defer eng.Close()
-			sum, err := refund.RunDemo(ctx, eng.Runs, eng.Ops, cfg)
+			svc := refund.Services{Runs: eng.Runs, Sessions: eng.Sessions, Summaries: eng.Summaries, Memory: eng.Memory, Retrieval: eng.Retrieval}
+			sum, err := refund.RunDemo(ctx, svc, eng.Ops, cfg)
 			if err != nil {
 				return err
 			}

@@ -149,10 +149,12 @@ func eventSummary(evs []run.Event) string {
 // TestNonAuthoritativeLookup: after a crash between the response and the
 // ledger update, with the payments lookup switched to non-authoritative, the
 // restarted worker must not send again: the operation stays unknown and the
-// run is suspended naming it. An operator's resolution lets it finish.
-func TestNonAuthoritativeLookup(t *testing.T) {
+// run is suspended naming it. An operator's resolution lets it finish. On
+// both backends.
+func TestNonAuthoritativeLookup(t *testing.T) { eachBackend(t, nonAuthoritativeLookup) }
+
+func nonAuthoritativeLookup(t *testing.T, b backend) {
 	ctx := context.Background()
-	b := sqliteBackend(t)
 	_, url := startPayments(t, t.TempDir()+"/ledger.jsonl")
 	p := start(t, []string{"MEMENTO_FAULT_POINT=" + workflow.FaultAfterResponse}, demoArgs(url, b, 1)...)
 	if !waitFor(p, p.errb, "fault point after_response reached", 60*time.Second) {

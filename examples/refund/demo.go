@@ -44,10 +44,14 @@ type Summary struct {
 // RunDemo creates one run per order (idempotently: a restart finds them),
 // serves them with a recovery loop until every run is completed, failed or
 // suspended for an operator, and summarizes runs and the payments ledger.
-func RunDemo(ctx context.Context, runs *run.Service, ops *toolop.Service, cfg DemoConfig) (Summary, error) {
+func RunDemo(ctx context.Context, svc Services, ops *toolop.Service, cfg DemoConfig) (Summary, error) {
 	if cfg.Orders <= 0 {
 		return Summary{}, fmt.Errorf("demo refund: --orders must be positive")
 	}
+	if err := svc.Check(); err != nil {
+		return Summary{}, err
+	}
+	runs := svc.Runs
 	if cfg.ApprovalLimit == 0 {
 		cfg.ApprovalLimit = 15000
 	}
@@ -66,12 +70,20 @@ func RunDemo(ctx context.Context, runs *run.Service, ops *toolop.Service, cfg De
 	if err := eng.RegisterTool(Tool(pay)); err != nil {
 		return Summary{}, err
 	}
-	if err := eng.Register(Workflow(pay, Options{ApprovalTTL: cfg.ApprovalTTL})); err != nil {
+	if err := eng.Register(Workflow(pay, svc, Options{ApprovalTTL: cfg.ApprovalTTL})); err != nil {
+		return Summary{}, err
+	}
+	if err := SetupPolicy(ctx, svc.Retrieval, eng.Tenant()); err != nil {
 		return Summary{}, err
 	}
 	ids := make([]string, cfg.Orders)
 	for i := range ids {
 		ids[i] = RunID(OrderID(i + 1))
+		// The support chat recorded the customer's dialog before the run starts.
+		o, _ := OrderFor(OrderID(i + 1))
+		if err := OpenDialog(ctx, svc.Sessions, eng.Tenant(), o); err != nil {
+			return Summary{}, err
+		}
 		if _, _, err := eng.Start(ctx, WorkflowName, ids[i], Input{OrderID: OrderID(i + 1)}); err != nil {
 			return Summary{}, err
 		}

@@ -1,5 +1,4 @@
-// Package refund is the crash-safe refund workflow (lookup order, decide,
-// approve, refund, verify) and the fake payments service it calls: a separate
-// process with a durable ledger file, idempotency keys and a lookup by key.
-// `memento demo payments` and `memento demo refund` run them.
+// Package refund is the crash-safe refund workflow (lookup order, read the customer dialog
+// through a verifiable summary, recall and keep a confirmed preference, retrieve the policy,
+// decide, approve, refund, verify) and the fake payments service it calls; `memento demo` runs them.
 package refund

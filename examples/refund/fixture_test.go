@@ -69,7 +69,7 @@ func TestFixtureCheckpoints(t *testing.T) {
 			if err := eng.RegisterTool(refund.Tool(client)); err != nil {
 				t.Fatal(err)
 			}
-			if err := eng.Register(refund.Workflow(client, refund.Options{})); err != nil {
+			if err := eng.Register(refund.Workflow(client, services(e), refund.Options{})); err != nil {
 				t.Fatal(err)
 			}
 

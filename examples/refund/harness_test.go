@@ -218,6 +218,7 @@ func (b backend) open(t *testing.T) *memento.Engine {
 	}
 	cfg := b.cfg
 	cfg.Registry = reg
+	cfg.Compaction = refund.CompactionOptions() // as the demo opens it
 	e, err := memento.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("open %s: %v", b.name, err)
@@ -252,4 +253,9 @@ func events(t *testing.T, e *memento.Engine, runID string) []run.Event {
 		t.Fatalf("events of %s: %v", runID, err)
 	}
 	return evs
+}
+
+// services are the engine's services the refund workflow needs.
+func services(e *memento.Engine) refund.Services {
+	return refund.Services{Runs: e.Runs, Sessions: e.Sessions, Summaries: e.Summaries, Memory: e.Memory, Retrieval: e.Retrieval}
 }

@@ -2,6 +2,7 @@ package refund_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mementohq/memento/examples/refund"
+	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
@@ -33,7 +35,8 @@ func soakKills(t *testing.T) int {
 // (adding orders whenever the workers finish everything first). Then one
 // worker drives every run to an end, and the invariants are checked: no
 // order refunded twice, no run lost, every run completed or suspended with a
-// reason, every approved order refunded exactly once.
+// reason, every approved order refunded exactly once, every dialog summary
+// a decision read still verifies, one kept preference per customer.
 // It runs on both backends; MEMENTO_SOAK_BACKEND=sqlite|postgres picks one.
 // Rerun: MEMENTO_SOAK_KILLS=500 go test -v -run TestSoakRandomKills ./examples/refund/
 func TestSoakRandomKills(t *testing.T) {
@@ -69,6 +72,14 @@ func soak(t *testing.T, b backend) {
 	args := func(orders int) []string {
 		return []string{"demo", "refund", "--payments", url, "--orders", fmt.Sprint(orders),
 			"--lease-ttl", "400ms", "--poll", "40ms", "--workers", "4", "--log-level", "error", b.args[0], b.args[1]}
+	}
+	// One uninterrupted start first: it indexes the refund policy, which
+	// loads a tokenizer table for a few seconds that no worker killed within
+	// half a second would ever finish (a knowledge base is indexed once, not
+	// per worker start). Every kill below falls on the refund runs.
+	warm := start(t, nil, args(1)...)
+	if err := warm.wait(t, 2*time.Minute); err != nil {
+		t.Fatalf("warm-up worker exited with %v: %s", err, tail(warm.errb.String(), 3000))
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	orders, kills, cycles, finishedEarly := 30, 0, 0, 0
@@ -118,6 +129,7 @@ func soak(t *testing.T, b backend) {
 	defer e.Close()
 	ctx := context.Background()
 	statuses := map[run.Status]int{}
+	customers := map[string]bool{}
 	reconciled, resent, resumed := 0, 0, 0
 	for i := 1; i <= orders; i++ {
 		oid := refund.OrderID(i)
@@ -142,6 +154,23 @@ func soak(t *testing.T, b backend) {
 			continue
 		}
 		o, _ := refund.OrderFor(oid)
+		// The dialog summaries the decision read still verify, kills or not.
+		var st struct {
+			Dialog   refund.DialogRef `json:"dialog"`
+			Decision refund.Decision  `json:"decision"`
+		}
+		if err := json.Unmarshal(r.State, &st); err != nil || st.Decision.Context == nil {
+			t.Errorf("run %s: state %v, decision %+v", r.RunID, err, st.Decision)
+		} else if cs, err := refund.VerifyDialog(ctx, e.Summaries, "default", st.Dialog); err != nil {
+			t.Errorf("run %s: verify dialog: %v", r.RunID, err)
+		} else {
+			for _, c := range cs {
+				if !c.OK {
+					t.Errorf("run %s: summary %s: %s", r.RunID, c.SummaryID, c.Reason)
+				}
+			}
+		}
+		customers[o.Customer] = true
 		want := 0
 		if o.AmountCents <= 15000 {
 			want = 1
@@ -167,6 +196,23 @@ func soak(t *testing.T, b backend) {
 			}
 		}
 	}
+	// However often the remember step was redone, a customer has one
+	// current refund-method claim, with the provenance of the dialog that
+	// stated it.
+	kept := 0
+	for c := range customers {
+		cs, _, err := e.Memory.List(ctx, "default", memory.Query{SubjectID: c, Namespace: refund.PreferenceNamespace, Key: refund.PreferenceKey})
+		if err != nil || len(cs) > 1 {
+			t.Errorf("customer %s: %d current refund-method claims %v", c, len(cs), err)
+			continue
+		}
+		if len(cs) == 1 {
+			kept++
+			if p := cs[0].Provenance; p.ValidatedBy != memory.ValidatedUserConfirmed || p.RunID == "" || p.EventSeq == 0 || len(p.MessageIDs) != 2 {
+				t.Errorf("customer %s: provenance %+v", c, p)
+			}
+		}
+	}
 	for k, n := range byKey {
 		if n > 1 {
 			t.Errorf("idempotency key %s applied %d times", k, n)
@@ -181,6 +227,7 @@ func soak(t *testing.T, b backend) {
 		t.Errorf("empty summary")
 	}
 	t.Logf("soak (%s): %d SIGKILLs at random instants in %d cycles of 2 workers over %s; %d orders; runs by status %v; "+
-		"%d refunds applied, none twice; %d resumes verified; %d refund operations settled by reconciliation after a kill, %d sent again with the same key",
-		b.name, kills, cycles, killPhase.Round(time.Millisecond), orders, statuses, len(rs), resumed, reconciled, resent)
+		"%d refunds applied, none twice; %d resumes verified; %d refund operations settled by reconciliation after a kill, %d sent again with the same key; "+
+		"every dialog summary a decision read verifies; %d customers with one kept preference each",
+		b.name, kills, cycles, killPhase.Round(time.Millisecond), orders, statuses, len(rs), resumed, reconciled, resent, kept)
 }

@@ -9,7 +9,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mementohq/memento/compact"
+	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/toolop"
 	"github.com/mementohq/memento/workflow"
 	"github.com/mementohq/memento/workflow/control"
@@ -23,11 +27,25 @@ const (
 	ToolName        = "payments.refund"
 	ToolContract    = "payments-v1"
 
-	StepLookup  = "lookup_order"
-	StepDecide  = "decide"
-	StepApprove = "approve"
-	StepRefund  = "refund"
-	StepVerify  = "verify"
+	StepLookup     = "lookup_order"
+	StepReadDialog = "read_dialog"
+	StepRecall     = "recall_preference"
+	StepPolicy     = "retrieve_policy"
+	StepDecide     = "decide"
+	StepRemember   = "remember_preference"
+	StepApprove    = "approve"
+	StepRefund     = "refund"
+	StepVerify     = "verify"
+)
+
+// Test points of the refund workflow (workflow.At), beside the engine's
+// fault points: a test holds the worker there, to change something under
+// it or to SIGKILL it (MEMENTO_FAULT_POINT). Production calls no hook.
+const (
+	// PointBeforeDecide: the dialog is summarised, the decision not made.
+	PointBeforeDecide = "before_decide"
+	// PointBeforeRefund: the approval is committed, the refund not prepared.
+	PointBeforeRefund = "before_refund"
 )
 
 // Outcomes a run ends with (state field "outcome").
@@ -43,6 +61,32 @@ type Decision struct {
 	AmountCents int64  `json:"amount_cents"`
 	Reason      string `json:"reason"`
 	DecisionID  string `json:"decision_id"`
+	// RefundTo is how the money goes back, and RefundToSource where that
+	// came from (SourceDialog, SourceMemory, SourceDefault).
+	RefundTo       string `json:"refund_to,omitempty"`
+	RefundToSource string `json:"refund_to_source,omitempty"`
+	// Context says what the decision read, so it can be reproduced.
+	Context *DecisionContext `json:"context,omitempty"`
+}
+
+// DecisionContext is the provenance of a decision's inputs.
+type DecisionContext struct {
+	// Summaries are the dialog summaries read in place of their messages;
+	// SummaryFallback says why a part of the dialog was read raw instead.
+	Summaries       []string `json:"summaries"`
+	SummaryFallback string   `json:"summary_fallback,omitempty"`
+	// RawFrom..RawTo are the recent dialog messages read raw.
+	RawFrom int64 `json:"raw_from"`
+	RawTo   int64 `json:"raw_to"`
+	// ClaimedAmount is the amount the customer wrote, with its message seqs.
+	ClaimedAmount string  `json:"claimed_amount,omitempty"`
+	ClaimedSeqs   []int64 `json:"claimed_seqs,omitempty"`
+	// Policy is the policy chunk the decision followed.
+	Policy PolicyRef `json:"policy"`
+	// MemoryID is the long-term claim the refund method came from, if any.
+	MemoryID string `json:"memory_id,omitempty"`
+	// Tokens is what the decision's context cost, by DialogModel's tokenizer.
+	Tokens int `json:"tokens"`
 }
 
 // RunID is the run of one order: one run per order, so starting twice never doubles it.
@@ -65,6 +109,26 @@ type Options struct {
 	ApprovalTTL time.Duration
 }
 
+// Services are what the workflow reads and writes besides the payments
+// service: the run's own events (for provenance), the customer dialog
+// (sessions), its summaries, long-term memory and retrieval. Every one is
+// required; memento.Engine has them all.
+type Services struct {
+	Runs      *run.Service
+	Sessions  *session.Service
+	Summaries *compact.Service
+	Memory    *memory.Service
+	Retrieval *retrieval.Service
+}
+
+// Check reports a missing service.
+func (s Services) Check() error {
+	if s.Runs == nil || s.Sessions == nil || s.Summaries == nil || s.Memory == nil || s.Retrieval == nil {
+		return errors.New("refund workflow: runs, sessions, summaries, memory and retrieval are all required")
+	}
+	return nil
+}
+
 // Tool is the payments tool with its authoritative lookup by idempotency key.
 func Tool(c *Client) toolop.Tool {
 	return toolop.Tool{Name: ToolName, ContractVersion: ToolContract, Lookup: c.Lookup}
@@ -82,8 +146,18 @@ func refundRequest(sc *workflow.StepContext) (RefundRequest, error) {
 	return RefundRequest{OrderID: o.OrderID, AmountCents: d.AmountCents, Currency: o.Currency}, nil
 }
 
-// Workflow builds the refund workflow against a payments client.
-func Workflow(c *Client, opts Options) workflow.Workflow {
+// Workflow builds the refund workflow against a payments client:
+//
+//	lookup_order         the order, from the payments service
+//	read_dialog          the customer dialog: older messages summarised (a cache), a confirmed preference found
+//	recall_preference    the customer's kept refund method, from long-term memory
+//	retrieve_policy      the refund policy, retrieved as the agent, with provenance
+//	decide               the (offline) model's decision, from summary + recent messages + preference + policy
+//	remember_preference  a preference confirmed in this dialog, kept long term with provenance
+//	approve              an approval for the exact refund request
+//	refund               the refund, once, through the operation ledger
+//	verify               the refund checked against the provider
+func Workflow(c *Client, svc Services, opts Options) workflow.Workflow {
 	if opts.ApprovalTTL <= 0 {
 		opts.ApprovalTTL = time.Hour
 	}
@@ -102,15 +176,111 @@ func Workflow(c *Client, opts Options) workflow.Workflow {
 				}
 				return sc.Set("order", o)
 			}},
-			{Name: StepDecide, Run: func(ctx context.Context, sc *workflow.StepContext) error {
-				// Stands in for a model call: it costs tokens, and its answer
-				// is committed so that no resume ever asks the model again.
+			{Name: StepReadDialog, Run: func(ctx context.Context, sc *workflow.StepContext) error {
 				var o Order
 				if _, err := sc.Get("order", &o); err != nil {
 					return err
 				}
-				sc.Spend(420, 840)
-				return sc.Set("decision", Decision{Refund: true, AmountCents: o.AmountCents, Reason: "parcel reported lost", DecisionID: uuid.NewString()})
+				ref, err := compactDialog(ctx, svc.Summaries, sc.TenantID(), DialogSession(o.OrderID), o.Customer)
+				if err != nil {
+					return err
+				}
+				p, err := findPreference(ctx, svc.Summaries, sc.TenantID(), ref.Owner())
+				if err != nil {
+					return err
+				}
+				if p != nil {
+					if err := sc.Set("preference_candidate", p); err != nil {
+						return err
+					}
+				}
+				return sc.Set("dialog", ref)
+			}},
+			{Name: StepRecall, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				var o Order
+				if _, err := sc.Get("order", &o); err != nil {
+					return err
+				}
+				p, err := recallPreference(ctx, svc.Memory, sc.TenantID(), o.Customer)
+				if err != nil || p == nil {
+					return err
+				}
+				return sc.Set("preference", p)
+			}},
+			{Name: StepPolicy, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				ref, ok, err := retrievePolicy(ctx, svc.Retrieval, sc.TenantID())
+				if err != nil {
+					return err
+				}
+				if !ok {
+					// Deciding without the policy would be guessing: an operator looks.
+					return workflow.Suspend(fmt.Sprintf("no refund policy readable by %s (snapshot %s)", AgentPrincipal, ref.SnapshotID))
+				}
+				return sc.Set("policy", ref)
+			}},
+			{Name: StepDecide, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				workflow.At(ctx, PointBeforeDecide, sc.RunID())
+				// Stands in for a model call: it reads the dialog (summary
+				// and recent messages), the kept preference and the policy,
+				// costs tokens, and its answer is committed so that no resume
+				// ever asks the model again.
+				var o Order
+				if _, err := sc.Get("order", &o); err != nil {
+					return err
+				}
+				var ref DialogRef
+				var pol PolicyRef
+				if _, err := sc.Get("dialog", &ref); err != nil {
+					return err
+				}
+				if _, err := sc.Get("policy", &pol); err != nil {
+					return err
+				}
+				view, err := readDialog(ctx, svc.Summaries, sc.TenantID(), ref)
+				if err != nil {
+					return err
+				}
+				text, err := policyText(ctx, svc.Retrieval, sc.TenantID(), pol)
+				if err != nil {
+					return err
+				}
+				var cand *preferenceCandidate
+				var kept *Preference
+				if _, err := sc.Get("preference_candidate", &cand); err != nil {
+					return err
+				}
+				if _, err := sc.Get("preference", &kept); err != nil {
+					return err
+				}
+				d := decide(o, view, text, cand, kept)
+				d.DecisionID = uuid.NewString()
+				d.Context.Policy = pol
+				sc.Spend(int64(d.Context.Tokens), 2*int64(d.Context.Tokens))
+				return sc.Set("decision", d)
+			}},
+			{Name: StepRemember, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				var cand *preferenceCandidate
+				var o Order
+				var ref DialogRef
+				if _, err := sc.Get("preference_candidate", &cand); err != nil || cand == nil {
+					return err
+				}
+				if _, err := sc.Get("order", &o); err != nil {
+					return err
+				}
+				if _, err := sc.Get("dialog", &ref); err != nil {
+					return err
+				}
+				// The event that recorded the candidate is its provenance in the run.
+				seq, err := eventOfStep(ctx, svc.Runs, sc.TenantID(), sc.RunID(), StepReadDialog)
+				if err != nil {
+					return err
+				}
+				rem, err := rememberPreference(ctx, svc.Memory, sc.TenantID(), o.Customer, ref.SessionID, sc.RunID(), seq, *cand)
+				if err != nil {
+					return err
+				}
+				return sc.Set("remembered", rem)
 			}},
 			{Name: StepApprove, Run: func(ctx context.Context, sc *workflow.StepContext) error {
 				req, err := refundRequest(sc)
@@ -128,6 +298,7 @@ func Workflow(c *Client, opts Options) workflow.Workflow {
 				return sc.Set("approval_id", a.ApprovalID)
 			}},
 			{Name: StepRefund, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+				workflow.At(ctx, PointBeforeRefund, sc.RunID())
 				req, err := refundRequest(sc)
 				if err != nil {
 					return err
