@@ -362,3 +362,55 @@ func TestLLMCompactorTimeout(t *testing.T) {
 		t.Fatalf("caller deadline: %v", err)
 	}
 }
+
+// editedStore is a summary store whose rows someone edited in place: Get
+// returns the summary with edit applied, as a changed row would read.
+type editedStore struct {
+	compact.Store
+	edit func(*compact.Summary)
+}
+
+func (e editedStore) Get(ctx context.Context, tenantID, summaryID string) (compact.Summary, error) {
+	s, err := e.Store.Get(ctx, tenantID, summaryID)
+	if err == nil {
+		e.edit(&s)
+	}
+	return s, err
+}
+
+// TestTamperedSummaryFailsVerification: a summary whose stored content
+// changed after it was made (a fact dropped, an amount changed, the prose
+// rewritten) fails Verify on its content digest, though its range and
+// source are intact.
+func TestTamperedSummaryFailsVerification(t *testing.T) {
+	for name, c := range map[string]struct {
+		edit   func(*compact.Summary)
+		reason string
+	}{
+		"fact dropped":   {func(s *compact.Summary) { s.Facts = s.Facts[:0] }, "content digest"},
+		"amount changed": {func(s *compact.Summary) { s.Carried.Amounts[0].Value = "12050.00" }, "content digest"},
+		"text rewritten": {func(s *compact.Summary) { s.Text = "Nothing was refunded." }, "content digest"},
+		"range moved":    {func(s *compact.Summary) { s.Covers.FromSeq++ }, "gap"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newLLMFixture(t, 5*time.Second)
+			f.srv.Reply(llmtest.Reply{Content: goodAnswer})
+			ctx := t.Context()
+			sum, _, err := f.svc.Compact(ctx, f.tenant, compact.RunOwner(f.runID), compact.CompactRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, err := f.svc.Verify(ctx, f.tenant, sum.SummaryID); err != nil || !v.OK || !v.Checked.ContentDigestMatches {
+				t.Fatalf("untouched summary: %+v %v", v, err)
+			}
+			svc := compact.NewService(editedStore{Store: f.store.Summaries(), edit: c.edit}, compact.Options{Runs: f.store})
+			v, err := svc.Verify(ctx, f.tenant, sum.SummaryID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.OK || !strings.Contains(v.Reason, c.reason) {
+				t.Fatalf("tampered summary: ok=%v reason %q, want a failure naming %q", v.OK, v.Reason, c.reason)
+			}
+		})
+	}
+}

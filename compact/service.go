@@ -356,6 +356,9 @@ func (s *Service) build(ctx context.Context, tenantID string, owner Owner, rg Ra
 		sum.Previous = prev.SummaryID
 	}
 	sum.normalize()
+	if err := Seal(&sum); err != nil {
+		return Summary{}, err
+	}
 	if err := s.store.Put(ctx, sum); err != nil {
 		if errors.Is(err, ErrAlreadyExists) {
 			return Summary{}, fmt.Errorf("%w: another summary of %s was stored at the same time", ErrRange, rg)
@@ -453,6 +456,8 @@ type Checked struct {
 	// SourceDigest is the digest of today's items, to compare with the summary's.
 	SourceDigest  string `json:"source_digest,omitempty"`
 	DigestMatches bool   `json:"digest_matches"`
+	// ContentDigestMatches: the summary's content is what it was sealed with.
+	ContentDigestMatches bool `json:"content_digest_matches"`
 }
 
 // Verify checks a summary against today's log and its chain: the range
@@ -579,6 +584,14 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked) (string, e
 	c.DigestMatches = d == sum.SourceDigest
 	if !c.DigestMatches {
 		return "source digest mismatch: the entries of the range changed since the summary was made", nil
+	}
+	cd, err := ContentDigest(sum)
+	if err != nil {
+		return "", err
+	}
+	c.ContentDigestMatches = cd == sum.ContentDigest
+	if !c.ContentDigestMatches {
+		return "content digest mismatch: the summary was changed after it was made", nil
 	}
 	return "", nil
 }

@@ -76,6 +76,52 @@ func SourceDigest(items []Item) (string, error) {
 	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// ContentDigest is SHA-256 over a canonical encoding of what a summary
+// says and what it stands for: owner, range, source digest, compactor,
+// facts, questions, decisions, carried items, text, chain links and
+// version. The service seals every summary it makes with it (Seal), and
+// Verify recomputes it, so a summary edited where it is stored (a fact
+// dropped, an amount changed) fails verification instead of being read.
+func ContentDigest(s Summary) (string, error) {
+	s.normalize() // nil and empty lists read back alike from every store
+	body, err := json.Marshal(struct {
+		Owner         Owner      `json:"owner"`
+		Version       int        `json:"version"`
+		Covers        Range      `json:"covers"`
+		SourceDigest  string     `json:"source_digest"`
+		Compactor     Identity   `json:"compactor"`
+		Facts         []Fact     `json:"facts"`
+		OpenQuestions []Question `json:"open_questions"`
+		Decisions     []Decision `json:"decisions"`
+		Carried       Carried    `json:"carried"`
+		Text          string     `json:"text"`
+		Previous      string     `json:"previous"`
+		Supersedes    string     `json:"supersedes"`
+	}{s.Owner, s.Version, s.Covers, s.SourceDigest, s.Compactor, s.Facts, s.OpenQuestions, s.Decisions, s.Carried, s.Text, s.Previous, s.Supersedes})
+	if err != nil {
+		return "", fmt.Errorf("content digest: %w", err)
+	}
+	c, err := canonicalJSON(body)
+	if err != nil {
+		return "", fmt.Errorf("content digest: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte("memento.summary.content/v1"))
+	field(h, c)
+	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Seal sets s.ContentDigest to ContentDigest(*s): a summary made outside
+// the service (an import, a test) is sealed before it is stored.
+func Seal(s *Summary) error {
+	d, err := ContentDigest(*s)
+	if err != nil {
+		return err
+	}
+	s.ContentDigest = d
+	return nil
+}
+
 func field(h hash.Hash, b []byte) {
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(len(b)))

@@ -174,6 +174,8 @@ type Summary struct {
 	// SourceDigest is SourceDigest of exactly the items of Covers.
 	SourceDigest string   `json:"source_digest"`
 	Compactor    Identity `json:"compactor"`
+	// ContentDigest seals what the summary says (see ContentDigest).
+	ContentDigest string `json:"content_digest"`
 
 	Facts         []Fact     `json:"facts"`
 	OpenQuestions []Question `json:"open_questions"`

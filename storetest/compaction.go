@@ -343,6 +343,9 @@ func (f *cfx) putRaw(owner compact.Owner, from, to int64, prev string) compact.S
 	if x.SourceDigest, err = compact.SourceDigest(items); err != nil {
 		f.t.Fatal(err)
 	}
+	if err := compact.Seal(&x); err != nil {
+		f.t.Fatal(err)
+	}
 	return mustPut(f.t, f.b.Summaries, x)
 }
 
@@ -528,6 +531,9 @@ func testCompactRuleOne(t *testing.T, f *cfx) {
 	lossy.Carried.Operations, lossy.Carried.Amounts = nil, nil
 	lossy.Facts = lossy.Facts[:1]
 	lossy.Text = "The refund was cancelled."
+	if err := compact.Seal(&lossy); err != nil { // a compactor's own output, sealed as the service seals
+		t.Fatal(err)
+	}
 	mustPut(t, f.b.Summaries, lossy)
 	if v := f.verify(lossy.SummaryID); !v.OK {
 		// Verification checks coverage and source, not content: the

@@ -2,8 +2,6 @@ package refund
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,24 +174,16 @@ type DialogRef struct {
 // Owner is the dialog as the summary service names it.
 func (d DialogRef) Owner() compact.Owner { return compact.SessionOwner(d.SessionID, d.UserID) }
 
-// SummaryDigest is the digest of what a reader of a summary relies on: its
-// range, its source digest and every item and line it says. compact.Verify
-// checks a summary against its source (coverage, gaps, the source digest);
-// this digest, kept in the run, also catches a summary whose content was
-// rewritten in the store after the run read it (a detail dropped).
+// SummaryDigest is the content digest of a summary as it reads now
+// (compact.ContentDigest). The run keeps the one it relied on: compact.Verify
+// catches a summary changed in the store after it was sealed, and the kept
+// digest also tells a run that its summary was replaced (rebuilt) since.
 func SummaryDigest(s compact.Summary) string {
-	s = compact.Normalize(s)
-	b, _ := json.Marshal(struct {
-		Covers        compact.Range      `json:"covers"`
-		SourceDigest  string             `json:"source_digest"`
-		Facts         []compact.Fact     `json:"facts"`
-		OpenQuestions []compact.Question `json:"open_questions"`
-		Decisions     []compact.Decision `json:"decisions"`
-		Carried       compact.Carried    `json:"carried"`
-		Text          string             `json:"text"`
-	}{s.Covers, s.SourceDigest, s.Facts, s.OpenQuestions, s.Decisions, s.Carried, s.Text})
-	h := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(h[:])
+	d, err := compact.ContentDigest(s)
+	if err != nil {
+		return "" // never equal to a kept digest: the summary is read raw
+	}
+	return d
 }
 
 func summaryRef(s compact.Summary) SummaryRef {
