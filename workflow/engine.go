@@ -315,6 +315,12 @@ func (e *Engine) execute(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 		}
 		next, err := e.runStep(ctx, w, r, l)
 		if err != nil {
+			// A step cut short by the lost lease fails with "context
+			// canceled"; the caller must see why: the lease is gone (a
+			// conflict another worker's progress explains).
+			if c := context.Cause(ctx); c != nil && ctx.Err() != nil && !errors.Is(err, c) {
+				err = fmt.Errorf("%w (the step stopped: %v)", c, err)
+			}
 			return r, err
 		}
 		r = next
