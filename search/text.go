@@ -29,93 +29,154 @@ func Tokens(text string) []string {
 }
 
 // TextIndex is an in-process BM25 index with posting lists, for texts that
-// live in memory anyway (a run's history being packed into a context). It is
-// not safe for concurrent use; its owner locks.
+// live in memory anyway (a run's history being packed into a context) or
+// that a cache mirrors from a store (a subject's claims). Documents live in
+// slots; a term's posting list holds (slot, term frequency) pairs and a
+// search accumulates scores in a dense array, so a query costs its terms'
+// postings, not a map lookup per hit. It is not safe for concurrent use,
+// searches included (they use the index's scratch space); its owner locks.
 type TextIndex struct {
-	docLen   map[string]int
-	postings map[string]map[string]int // term -> doc -> tf
-	total    int
+	pos   map[string]int32 // id -> slot
+	ids   []string         // slot -> id
+	meta  []Meta
+	dlen  []int32   // slot -> tokens; -1 for a free slot
+	terms [][]int32 // slot -> its distinct term ids, to remove it
+	free  []int32
+	dict  map[string]int32 // term -> term id
+	post  [][]posting      // term id -> postings
+	total int              // tokens over all documents
+	// scratch of Search, sized to the slots
+	score   []float64
+	touched []int32
 }
+
+type posting struct{ slot, tf int32 }
 
 // NewTextIndex returns an empty index.
 func NewTextIndex() *TextIndex {
-	return &TextIndex{docLen: map[string]int{}, postings: map[string]map[string]int{}}
+	return &TextIndex{pos: map[string]int32{}, dict: map[string]int32{}}
 }
 
 // Len is the number of documents.
-func (x *TextIndex) Len() int { return len(x.docLen) }
+func (x *TextIndex) Len() int { return len(x.pos) }
+
+// Has reports whether id is indexed.
+func (x *TextIndex) Has(id string) bool { _, ok := x.pos[id]; return ok }
 
 // Add indexes text under id, replacing what id had.
-func (x *TextIndex) Add(id, text string) {
+func (x *TextIndex) Add(id, text string) { x.Upsert(id, text, Meta{}) }
+
+// Upsert indexes text under id with m (what SearchWith filters on),
+// replacing what id had.
+func (x *TextIndex) Upsert(id, text string, m Meta) {
 	x.Remove(id)
 	ts := Tokens(text)
-	x.docLen[id] = len(ts)
-	x.total += len(ts)
-	for _, t := range ts {
-		p := x.postings[t]
-		if p == nil {
-			p = map[string]int{}
-			x.postings[t] = p
-		}
-		p[id]++
+	var slot int32
+	if n := len(x.free); n > 0 {
+		slot, x.free = x.free[n-1], x.free[:n-1]
+	} else {
+		slot = int32(len(x.ids))
+		x.ids, x.meta, x.dlen, x.terms = append(x.ids, ""), append(x.meta, Meta{}), append(x.dlen, 0), append(x.terms, nil)
 	}
+	x.pos[id] = slot
+	x.ids[slot], x.meta[slot], x.dlen[slot] = id, m, int32(len(ts))
+	x.total += len(ts)
+	tf := make(map[string]int32, len(ts))
+	for _, t := range ts {
+		tf[t]++
+	}
+	own := make([]int32, 0, len(tf))
+	for t, n := range tf {
+		tid, ok := x.dict[t]
+		if !ok {
+			tid = int32(len(x.post))
+			x.dict[t] = tid
+			x.post = append(x.post, nil)
+		}
+		x.post[tid] = append(x.post[tid], posting{slot: slot, tf: n})
+		own = append(own, tid)
+	}
+	x.terms[slot] = own
 }
 
 // Remove drops id.
 func (x *TextIndex) Remove(id string) {
-	n, ok := x.docLen[id]
+	slot, ok := x.pos[id]
 	if !ok {
 		return
 	}
-	delete(x.docLen, id)
-	x.total -= n
-	for t, p := range x.postings {
-		if _, ok := p[id]; ok {
-			delete(p, id)
-			if len(p) == 0 {
-				delete(x.postings, t)
+	delete(x.pos, id)
+	for _, tid := range x.terms[slot] {
+		p := x.post[tid]
+		for i := range p {
+			if p[i].slot == slot {
+				p[i] = p[len(p)-1]
+				x.post[tid] = p[:len(p)-1]
+				break
 			}
 		}
 	}
+	x.total -= int(x.dlen[slot])
+	x.ids[slot], x.meta[slot], x.dlen[slot], x.terms[slot] = "", Meta{}, -1, nil
+	x.free = append(x.free, slot)
 }
 
 // Search ranks the documents matching any of the query's terms (analysed
 // like the documents) by BM25, best first, at most k, among those keep
 // accepts (nil keeps all). Ties break by id.
 func (x *TextIndex) Search(query string, k int, keep func(id string) bool) []Ranked {
-	if k <= 0 || len(x.docLen) == 0 {
+	if keep == nil {
+		return x.SearchWith(query, k, nil)
+	}
+	return x.SearchWith(query, k, func(id string, _ Meta) bool { return keep(id) })
+}
+
+// SearchWith is Search with a filter that sees each document's Meta.
+func (x *TextIndex) SearchWith(query string, k int, keep func(id string, m Meta) bool) []Ranked {
+	if k <= 0 || len(x.pos) == 0 {
 		return nil
 	}
-	seen := map[string]bool{}
-	n := float64(len(x.docLen))
+	n := float64(len(x.pos))
 	avg := float64(x.total) / n
 	if avg == 0 {
 		avg = 1
 	}
-	scores := map[string]float64{}
+	if len(x.score) < len(x.ids) {
+		x.score = make([]float64, len(x.ids))
+	}
+	seen := map[int32]bool{}
+	x.touched = x.touched[:0]
 	for _, term := range Terms(query) {
 		for _, t := range Tokens(term) {
-			if seen[t] {
+			tid, ok := x.dict[t]
+			if !ok || seen[tid] {
 				continue
 			}
-			seen[t] = true
-			p := x.postings[t]
+			seen[tid] = true
+			p := x.post[tid]
 			if len(p) == 0 {
 				continue
 			}
-			idf := math.Log(1 + (n-float64(len(p))+0.5)/(float64(len(p))+0.5))
-			for id, tf := range p {
-				f := float64(tf)
-				scores[id] += idf * f * (BM25K1 + 1) / (f + BM25K1*(1-BM25B+BM25B*float64(x.docLen[id])/avg))
+			df := float64(len(p))
+			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+			for _, e := range p {
+				f := float64(e.tf)
+				if x.score[e.slot] == 0 {
+					x.touched = append(x.touched, e.slot)
+				}
+				// every term adds a positive amount, so 0 means untouched
+				x.score[e.slot] += idf * f * (BM25K1 + 1) / (f + BM25K1*(1-BM25B+BM25B*float64(x.dlen[e.slot])/avg))
 			}
 		}
 	}
 	h := &minHeap{}
-	for id, s := range scores {
-		if keep != nil && !keep(id) {
+	for _, slot := range x.touched {
+		s := x.score[slot]
+		x.score[slot] = 0
+		if keep != nil && !keep(x.ids[slot], x.meta[slot]) {
 			continue
 		}
-		r := Ranked{ID: id, Score: s}
+		r := Ranked{ID: x.ids[slot], Score: s}
 		if h.Len() < k {
 			heap.Push(h, r)
 		} else if better(r, (*h)[0]) {

@@ -427,7 +427,8 @@ func (db *DB) Forget(ctx context.Context, p memory.ForgetParams) (memory.ForgetR
 	}
 	rec.CreatedAt = rec.CreatedAt.UTC().Truncate(time.Microsecond)
 	err := db.memTx(ctx, func(tx pgx.Tx) error {
-		if _, err := lockSubject(ctx, tx, p.TenantID, p.SubjectID); err != nil {
+		version, err := lockSubject(ctx, tx, p.TenantID, p.SubjectID)
+		if err != nil {
 			return err
 		}
 		// $3 = '' is every namespace.
@@ -449,7 +450,12 @@ func (db *DB) Forget(ctx context.Context, p memory.ForgetParams) (memory.ForgetR
 			return fmt.Errorf("delete claims: %w", err)
 		}
 		rec.Claims = int(tag.RowsAffected())
-		if rec.Claims == 0 {
+		if rec.Claims > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE memory_subjects SET forgotten = $1 WHERE tenant_id = $2 AND subject_id = $3`,
+				version, p.TenantID, p.SubjectID); err != nil {
+				return err
+			}
+		} else {
 			// Nothing changed: the version goes back to what it was (or the
 			// row goes, for a subject that never had a claim).
 			if _, err := tx.Exec(ctx, `UPDATE memory_subjects SET version = version - 1 WHERE tenant_id = $1 AND subject_id = $2`,
@@ -580,6 +586,51 @@ func (db *DB) Vectors(ctx context.Context, tenantID, subjectID, model string, af
 		return nil, 0, fmt.Errorf("read vectors: %w", err)
 	}
 	return out, version, nil
+}
+
+// Changes implements memory.Store in one statement, so one snapshot.
+func (db *DB) Changes(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) (memory.Changes, error) {
+	rows, err := db.pool.Query(ctx, `
+		SELECT 0, version, forgotten, '', '', '', NULL::timestamptz, '', NULL::bytea, 0
+			FROM memory_subjects WHERE tenant_id = $1 AND subject_id = $2
+		UNION ALL
+		SELECT 1, version, 0, memory_id, namespace, status, expires_at, CASE WHEN status = 'current' THEN text ELSE '' END, NULL, 0
+			FROM memory_claims WHERE tenant_id = $1 AND subject_id = $2 AND version > $3 AND ($3 > 0 OR status = 'current')
+		UNION ALL
+		SELECT 2, version, 0, memory_id, namespace, '', expires_at, '', vec, dim
+			FROM memory_vectors WHERE $4 <> '' AND tenant_id = $1 AND subject_id = $2 AND model = $4 AND version > $3`,
+		tenantID, subjectID, afterVersion, model)
+	if err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	defer rows.Close()
+	var (
+		out            memory.Changes
+		kind, dim      int
+		version, forg  int64
+		id, ns, st, tx string
+		expires        *time.Time
+		blob           []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&kind, &version, &forg, &id, &ns, &st, &expires, &tx, &blob, &dim}, func() error {
+		switch kind {
+		case 0:
+			out.Version, out.Forgotten = version, forg
+		case 1:
+			out.Claims = append(out.Claims, memory.ClaimChange{MemoryID: id, Namespace: ns, Status: memory.Status(st), Text: tx, ExpiresAt: utcPtr(expires), Version: version})
+		case 2:
+			vs, err := memsql.DecodeVector(blob, dim)
+			if err != nil {
+				return fmt.Errorf("vector of claim %s: %w", id, err)
+			}
+			out.Vectors = append(out.Vectors, memory.Vector{MemoryID: id, Namespace: ns, Model: model, Values: vs, ExpiresAt: utcPtr(expires), Version: version})
+		}
+		return nil
+	})
+	if err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	return out, nil
 }
 
 // MissingVectors implements memory.Store.

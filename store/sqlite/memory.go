@@ -508,7 +508,12 @@ func (db *DB) Forget(ctx context.Context, p memory.ForgetParams) (memory.ForgetR
 		}
 		rec.Claims = int(n)
 		if rec.Claims > 0 {
-			if _, err := bumpSubject(ctx, tx, p.TenantID, p.SubjectID); err != nil {
+			v, err := bumpSubject(ctx, tx, p.TenantID, p.SubjectID)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE memory_subjects SET forgotten = ? WHERE tenant_id = ? AND subject_id = ?`,
+				v, p.TenantID, p.SubjectID); err != nil {
 				return err
 			}
 		}
@@ -673,6 +678,51 @@ func (db *DB) Vectors(ctx context.Context, tenantID, subjectID, model string, af
 		return nil, 0, fmt.Errorf("read vectors: %w", err)
 	}
 	return out, version, nil
+}
+
+// Changes implements memory.Store in one statement, so one snapshot.
+func (db *DB) Changes(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) (memory.Changes, error) {
+	rows, err := db.r.QueryContext(ctx, `
+		SELECT 0, version, forgotten, '', '', '', NULL, '', NULL, 0 FROM memory_subjects WHERE tenant_id = ?1 AND subject_id = ?2
+		UNION ALL
+		SELECT 1, version, 0, memory_id, namespace, status, expires_at, CASE WHEN status = 'current' THEN text ELSE '' END, NULL, 0
+			FROM memory_claims WHERE tenant_id = ?1 AND subject_id = ?2 AND version > ?3 AND (?3 > 0 OR status = 'current')
+		UNION ALL
+		SELECT 2, version, 0, memory_id, namespace, '', expires_at, '', vec, dim
+			FROM memory_vectors WHERE ?4 <> '' AND tenant_id = ?1 AND subject_id = ?2 AND model = ?4 AND version > ?3`, tenantID, subjectID, afterVersion, model)
+	if err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	defer rows.Close()
+	var out memory.Changes
+	for rows.Next() {
+		var (
+			kind, dim      int
+			version, forg  int64
+			id, ns, st, tx string
+			expires        sql.NullInt64
+			blob           []byte
+		)
+		if err := rows.Scan(&kind, &version, &forg, &id, &ns, &st, &expires, &tx, &blob, &dim); err != nil {
+			return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+		}
+		switch kind {
+		case 0:
+			out.Version, out.Forgotten = version, forg
+		case 1:
+			out.Claims = append(out.Claims, memory.ClaimChange{MemoryID: id, Namespace: ns, Status: memory.Status(st), Text: tx, ExpiresAt: timeOrNil(expires), Version: version})
+		case 2:
+			vs, err := memsql.DecodeVector(blob, dim)
+			if err != nil {
+				return memory.Changes{}, fmt.Errorf("read vector of claim %s: %w", id, err)
+			}
+			out.Vectors = append(out.Vectors, memory.Vector{MemoryID: id, Namespace: ns, Model: model, Values: vs, ExpiresAt: timeOrNil(expires), Version: version})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	return out, nil
 }
 
 // MissingVectors implements memory.Store.
