@@ -2,9 +2,9 @@ package memsql
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
