@@ -320,7 +320,10 @@ func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, err
 		where.WriteString(` AND key = ?`)
 		args = append(args, q.Key)
 	}
-	if len(q.Statuses) > 0 {
+	if len(q.Statuses) == 1 && q.Statuses[0] == memory.StatusCurrent {
+		// A literal, so the unique index of current claims serves a key's read.
+		where.WriteString(` AND status = 'current'`)
+	} else if len(q.Statuses) > 0 {
 		st, _ := json.Marshal(q.Statuses)
 		where.WriteString(` AND status IN (SELECT value FROM json_each(?))`)
 		args = append(args, string(st))
