@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -200,7 +201,8 @@ func (e *subjectEntry) upsertVector(v Vector) {
 		return // not a current claim as this entry knows it
 	}
 	if e.vecs == nil {
-		e.vecs = search.NewVectorIndexWith(len(v.Values), search.Options{ExactLimit: exactVectorLimit})
+		// The keep filter of rank is a pure function: the scan may split.
+		e.vecs = search.NewVectorIndexWith(len(v.Values), search.Options{ExactLimit: exactVectorLimit, Workers: runtime.GOMAXPROCS(0)})
 	}
 	e.vecs.Upsert(v.MemoryID, v.Values, metaOf(v.Namespace, v.ExpiresAt))
 	if e.vecs.Has(v.MemoryID) {
