@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -24,6 +25,11 @@ const exactVectorLimit = 200_000
 // change; the rest follow on later searches (or `memento memory reembed`).
 const reembedBatch = 256
 
+// maxIndexedClaims bounds the claims the subject indexes of one service
+// hold, beside their count bound: least recently searched subjects go
+// first. A claim costs about 1 KiB with a 256-dimension vector.
+const maxIndexedClaims = 1_000_000
+
 // subjectCache holds, per subject, in-process full-text (BM25) and vector
 // indexes of the subject's current claims, kept equal to the store by the
 // subject version: a search reads what changed since the version an entry
@@ -37,6 +43,8 @@ type subjectCache struct {
 	store    Store
 	embedder Embedder // nil: full text only
 	entries  *lru.Cache[subjectKey, *subjectEntry]
+	claims   atomic.Int64 // indexed claims over the cached entries, as last accounted
+	budget   int64
 }
 
 type subjectKey struct{ tenant, subject string }
@@ -50,11 +58,33 @@ type subjectEntry struct {
 	// missing holds current claims with no vector under the embedder's
 	// model (written by an instance with another model, or none).
 	missing map[string]ClaimChange
+	size    atomic.Int64 // claims accounted to the cache for this entry
 }
 
 func newSubjectCache(store Store, e Embedder, size int) *subjectCache {
-	c, _ := lru.New[subjectKey, *subjectEntry](size) // errors only for size <= 0
-	return &subjectCache{store: store, embedder: e, entries: c}
+	sc := &subjectCache{store: store, embedder: e, budget: maxIndexedClaims}
+	sc.entries, _ = lru.NewWithEvict(size, func(_ subjectKey, e *subjectEntry) { // errors only for size <= 0
+		sc.claims.Add(-e.size.Swap(0))
+	})
+	return sc
+}
+
+// account records e's size after a sync (the caller holds e.mu) and
+// evicts least recently used subjects while the cache is over its budget;
+// e itself stays, however large.
+func (sc *subjectCache) account(e *subjectEntry) {
+	if cur, ok := sc.entries.Peek(e.key); !ok || cur != e {
+		return // evicted or dropped meanwhile: its search still completes
+	}
+	n := int64(e.text.Len())
+	sc.claims.Add(n - e.size.Swap(n))
+	for sc.claims.Load() > sc.budget {
+		k, _, ok := sc.entries.GetOldest()
+		if !ok || k == e.key {
+			return
+		}
+		sc.entries.Remove(k)
+	}
 }
 
 func newSubjectEntry(k subjectKey) *subjectEntry {
@@ -190,6 +220,7 @@ func (sc *subjectCache) sync(ctx context.Context, e *subjectEntry) error {
 		e.upsertVector(v)
 	}
 	e.version = ch.Version
+	sc.account(e)
 	if model == "" || len(e.missing) == 0 {
 		return nil
 	}
