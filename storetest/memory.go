@@ -238,6 +238,10 @@ func testMemInsertGet(t *testing.T, s memory.Store) {
 	}
 	checkClaim(t, got, c)
 	checkClaim(t, f.get(c.MemoryID), c)
+	// Insert answers the claim as a read gives it back, version included.
+	if g := f.get(c.MemoryID); !reflect.DeepEqual(g, got) {
+		t.Fatalf("insert answered %+v, a read gives %+v", got, g)
+	}
 
 	// Every status can be inserted and read back.
 	held := f.claim("prefs", "health.allergy", `"peanuts"`, "allergy: peanuts")
@@ -273,6 +277,9 @@ func testMemSupersede(t *testing.T, s memory.Store) {
 	got := f.insert(nc, old.MemoryID, vec("m1", 0, 1))
 	if got.Status != memory.StatusCurrent || got.Supersedes != old.MemoryID {
 		t.Fatalf("new claim: status %s supersedes %q", got.Status, got.Supersedes)
+	}
+	if g := f.get(nc.MemoryID); !reflect.DeepEqual(g, got) {
+		t.Fatalf("superseding insert answered %+v, a read gives %+v", got, g)
 	}
 	prev := f.get(old.MemoryID)
 	if prev.Status != memory.StatusSuperseded || prev.SupersededBy != nc.MemoryID ||
