@@ -60,7 +60,9 @@ type Store interface {
 	// SearchText ranks the subject's current, unexpired claims (in
 	// q.Namespace when set) by full-text relevance to q.Terms (any term
 	// matches; BM25 or the backend's equivalent), best first, at most
-	// q.Limit. Scores are comparable within one answer only.
+	// q.Limit. Scores are comparable within one answer only. Service.Search
+	// ranks in process from Changes instead (a large subject's matches cost
+	// the store seconds per query); this is the store's own ranking.
 	SearchText(ctx context.Context, q TextQuery) ([]Scored, error)
 
 	// Vectors returns the vector rows under model of the subject's current
