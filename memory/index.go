@@ -37,8 +37,9 @@ const maxIndexedClaims = 1_000_000
 // applies it, ranks in process, and re-checks every hit against the store,
 // so an instance never serves a claim another instance superseded,
 // invalidated or forgot, and the store never ranks a large subject's
-// matches itself (its full text ranked all 100k matches of a subject on
-// every query: 1.5 s on PostgreSQL, 4.7 s on SQLite, bench memory).
+// matches itself: the store's full-text query over one subject of 100k
+// claims took 130-350 ms (SQLite) and 0.8-2.7 s (PostgreSQL) at p95 in
+// bench memory, the in-process BM25 under a millisecond.
 type subjectCache struct {
 	store    Store
 	embedder Embedder // nil: full text only
