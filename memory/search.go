@@ -94,19 +94,26 @@ func (s *Service) Search(ctx context.Context, tenantID string, q SearchQuery) (S
 	default:
 		return SearchResult{}, fmt.Errorf("%w: mode must be hybrid, fulltext or vector", ErrInvalidInput)
 	}
-	if s.vectors == nil {
+	if s.opts.Embedder == nil {
 		if mode == ModeVector {
 			return SearchResult{}, fmt.Errorf("%w: vector search needs an embedder, and none is configured", ErrInvalidInput)
 		}
 		mode = ModeFulltext
 	}
 	res := SearchResult{Mode: mode, Items: []Hit{}}
-	if s.vectors != nil {
+	var qv []float32
+	if s.opts.Embedder != nil {
 		res.Model = s.opts.Embedder.Model()
+	}
+	if mode != ModeFulltext {
+		var err error
+		if qv, err = s.index.embedQuery(ctx, q.Query); err != nil {
+			return SearchResult{}, fmt.Errorf("search memories of subject %s: %w", q.SubjectID, err)
+		}
 	}
 	n := max(q.K*3, 30)
 	for round := 0; round < 2; round++ {
-		hits, removed, err := s.searchOnce(ctx, tenantID, q, mode, n)
+		hits, removed, err := s.searchOnce(ctx, tenantID, q, qv, mode, n)
 		if err != nil {
 			return SearchResult{}, err
 		}
@@ -117,34 +124,23 @@ func (s *Service) Search(ctx context.Context, tenantID string, q SearchQuery) (S
 			res.Items = hits
 			return res, nil
 		}
-		n *= 4 // stale vectors crowded the candidates out: once more, wider
+		n *= 4 // candidates the store no longer serves crowded the rest out: once more, wider
 		res.Items = hits
 	}
 	return res, nil
 }
 
-// searchOnce ranks n candidates per list, fuses, re-checks and weighs them.
+// searchOnce ranks n candidates per list in the subject's in-process
+// indexes, fuses, re-checks against the store and weighs them.
 // removed counts candidates the store no longer serves, and those
 // DistinctMessages dropped.
-func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery, mode string, n int) ([]Hit, int, error) {
+func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery, qv []float32, mode string, n int) ([]Hit, int, error) {
 	now := s.now()
-	var lists [2][]search.Ranked
-	if mode != ModeVector {
-		scored, err := s.store.SearchText(ctx, TextQuery{TenantID: tenantID, SubjectID: q.SubjectID, Namespace: q.Namespace, Terms: search.Terms(q.Query), Limit: n, Now: now})
-		if err != nil {
-			return nil, 0, fmt.Errorf("search memories of subject %s: %w", q.SubjectID, err)
-		}
-		for _, h := range scored {
-			lists[0] = append(lists[0], search.Ranked{ID: h.MemoryID, Score: h.Score})
-		}
+	text, vecs, err := s.index.rank(ctx, s.index.entry(tenantID, q.SubjectID), q, qv, mode, n, now)
+	if err != nil {
+		return nil, 0, fmt.Errorf("search memories of subject %s: %w", q.SubjectID, err)
 	}
-	if mode != ModeFulltext {
-		r, err := s.vectors.search(ctx, tenantID, q.SubjectID, q.Namespace, q.Query, n, now)
-		if err != nil {
-			return nil, 0, fmt.Errorf("search memories of subject %s: %w", q.SubjectID, err)
-		}
-		lists[1] = r
-	}
+	lists := [2][]search.Ranked{text, vecs}
 	fused := search.RRF(search.RRFK, nil, lists[0], lists[1])
 	if len(fused) > n {
 		fused = fused[:n]
@@ -167,9 +163,7 @@ func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery
 		c, ok := byID[f.ID]
 		if !ok || !c.Live(now) || c.SubjectID != q.SubjectID || (q.Namespace != "" && c.Namespace != q.Namespace) {
 			removed++
-			if s.vectors != nil {
-				s.vectors.remove(tenantID, q.SubjectID, f.ID)
-			}
+			s.index.remove(tenantID, q.SubjectID, f.ID)
 			continue
 		}
 		h := Hit{Claim: c, Parts: ScoreParts{FulltextRank: f.Ranks[0], FulltextScore: f.Scores[0], VectorRank: f.Ranks[1], VectorScore: f.Scores[1], Fused: f.Score, Recency: 1, Mode: mode}}

@@ -58,7 +58,7 @@ type Options struct {
 type Service struct {
 	store    Store
 	opts     Options
-	vectors  *vectorCache
+	index    *subjectCache
 	profiles *profileCache
 }
 
@@ -74,11 +74,7 @@ func NewService(store Store, opts Options) *Service {
 		opts.CountTokens = approxTokens
 		opts.TokenizerName = "approx-bytes/4"
 	}
-	s := &Service{store: store, opts: opts, profiles: newProfileCache(4096)}
-	if opts.Embedder != nil {
-		s.vectors = newVectorCache(store, opts.Embedder, 1024)
-	}
-	return s
+	return &Service{store: store, opts: opts, index: newSubjectCache(store, opts.Embedder, 1024), profiles: newProfileCache(4096)}
 }
 
 // Store is the store the service writes to.
@@ -299,8 +295,8 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 		}
 		p := InsertParams{Claim: c}
 		if c.Status == StatusCurrent {
-			if vec == nil && s.vectors != nil {
-				if vec, err = s.vectors.embed(ctx, c); err != nil {
+			if vec == nil && s.opts.Embedder != nil {
+				if vec, err = s.index.embed(ctx, c); err != nil {
 					return AddResult{}, err
 				}
 			}
@@ -502,8 +498,8 @@ func (s *Service) Confirm(ctx context.Context, tenantID, memoryID string) (AddRe
 		return AddResult{}, fmt.Errorf("confirm memory %s: it is %s, not held: %w", memoryID, held.Status, ErrConflict)
 	}
 	var vec *Vector
-	if s.vectors != nil {
-		if vec, err = s.vectors.embed(ctx, held); err != nil {
+	if s.opts.Embedder != nil {
+		if vec, err = s.index.embed(ctx, held); err != nil {
 			return AddResult{}, err
 		}
 	}
@@ -575,9 +571,7 @@ func (s *Service) Forget(ctx context.Context, tenantID, subjectID, namespace, re
 	if err != nil {
 		return ForgetRecord{}, fmt.Errorf("forget subject %s: %w", subjectID, err)
 	}
-	if s.vectors != nil {
-		s.vectors.drop(tenantID, subjectID)
-	}
+	s.index.drop(tenantID, subjectID)
 	s.profiles.drop(tenantID, subjectID)
 	return got, nil
 }
@@ -609,9 +603,7 @@ func (s *Service) Namespace(ctx context.Context, tenantID, name string) (Namespa
 }
 
 func (s *Service) forgetCached(tenantID, subjectID, memoryID string) {
-	if s.vectors != nil {
-		s.vectors.remove(tenantID, subjectID, memoryID)
-	}
+	s.index.remove(tenantID, subjectID, memoryID)
 	s.profiles.drop(tenantID, subjectID)
 }
 

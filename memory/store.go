@@ -60,7 +60,9 @@ type Store interface {
 	// SearchText ranks the subject's current, unexpired claims (in
 	// q.Namespace when set) by full-text relevance to q.Terms (any term
 	// matches; BM25 or the backend's equivalent), best first, at most
-	// q.Limit. Scores are comparable within one answer only.
+	// q.Limit. Scores are comparable within one answer only. Service.Search
+	// ranks in process from Changes instead (a large subject's matches cost
+	// the store seconds per query); this is the store's own ranking.
 	SearchText(ctx context.Context, q TextQuery) ([]Scored, error)
 
 	// Vectors returns the vector rows under model of the subject's current
@@ -80,6 +82,16 @@ type Store interface {
 
 	// SubjectVersion is the subject's change counter (0 if it never had a claim).
 	SubjectVersion(ctx context.Context, tenantID, subjectID string) (int64, error)
+
+	// Changes returns, as one snapshot, what an in-process index of the
+	// subject at afterVersion needs to equal the store: the subject's
+	// version and the version of its last forget that deleted claims; the
+	// claims written at a greater version, in every status (so one that left
+	// current is dropped), only current ones when afterVersion is 0; and the
+	// vectors under model (none for "") written at a greater version. Each
+	// claim and vector comes once, in no set order. Forgetting deletes rows that no
+	// change can name: when Forgotten > afterVersion > 0, start again from 0.
+	Changes(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) (Changes, error)
 
 	// PutNamespace stores a namespace policy; GetNamespace returns it or the
 	// zero policy (Name set) when none was declared.
@@ -149,6 +161,25 @@ type TextQuery struct {
 	Terms     []string
 	Limit     int       // <= 0 is no limit
 	Now       time.Time // zero is the store's clock
+}
+
+// Changes is the answer of Store.Changes.
+type Changes struct {
+	Version   int64
+	Forgotten int64
+	Claims    []ClaimChange
+	Vectors   []Vector
+}
+
+// ClaimChange is what an index needs of a written claim: Text is set for a
+// current claim only.
+type ClaimChange struct {
+	MemoryID  string
+	Namespace string
+	Status    Status
+	Text      string
+	ExpiresAt *time.Time
+	Version   int64
 }
 
 // Scored is a claim id with a score from one ranking.

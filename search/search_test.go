@@ -187,3 +187,35 @@ func TestTextExpansion(t *testing.T) {
 		t.Fatalf("removed document still found: %v", r)
 	}
 }
+
+// TestParallelScanIsTheSerialScan: an exact scan split over workers ranks
+// exactly as one goroutine does, filter and ties included.
+func TestParallelScanIsTheSerialScan(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	serial := NewVectorIndexWith(8, Options{ExactLimit: -1})
+	split := NewVectorIndexWith(8, Options{ExactLimit: -1, Workers: 3})
+	for i := range 3*ParallelScanMin + 17 {
+		v := make([]float32, 8)
+		for j := range v {
+			v[j] = float32(r.Intn(3) - 1) // few distinct vectors: many ties
+		}
+		Normalize(v)
+		m := Meta{Namespace: []string{"a", "b"}[i%2]}
+		serial.Upsert(fmt.Sprint("v", i), v, m)
+		split.Upsert(fmt.Sprint("v", i), v, m)
+	}
+	keep := func(_ string, m Meta) bool { return m.Namespace == "a" }
+	for range 5 {
+		q := make([]float32, 8)
+		for j := range q {
+			q[j] = float32(r.NormFloat64())
+		}
+		Normalize(q)
+		for _, k := range []int{1, 10, 200} {
+			want, got := serial.Search(q, k, keep), split.Search(q, k, keep)
+			if len(want) != k || !slices.Equal(want, got) {
+				t.Fatalf("k %d: split scan %v, serial %v", k, got[:min(3, len(got))], want[:min(3, len(want))])
+			}
+		}
+	}
+}

@@ -30,60 +30,124 @@ func Tokens(text string) []string {
 }
 
 // TextIndex is an in-process BM25 index with posting lists, for texts that
-// live in memory anyway (a run's history being packed into a context). It is
-// not safe for concurrent use; its owner locks.
+// live in memory anyway (a run's history being packed into a context) or
+// that a cache mirrors from a store (a subject's claims). Documents live in
+// slots; a term's posting list holds (slot, term frequency) pairs and a
+// search accumulates scores in a dense array, so a query costs its terms'
+// postings, not a map lookup per hit. It is not safe for concurrent use,
+// searches included (they use the index's scratch space); its owner locks.
 type TextIndex struct {
-	docLen   map[string]int
-	postings map[string]map[string]int // term -> doc -> tf
-	docTerms map[string]map[string]int // doc -> term -> tf: removal and expansion
-	total    int
+	pos   map[string]int32 // id -> slot
+	ids   []string         // slot -> id
+	meta  []Meta
+	dlen  []int32   // slot -> tokens; -1 for a free slot
+	terms [][]int32 // slot -> its distinct term ids, to remove it
+	tfs   [][]int32 // slot -> the frequency of each of terms[slot]
+	free  []int32
+	dict  map[string]int32 // term -> term id
+	words []string         // term id -> term
+	post  [][]posting      // term id -> postings
+	total int              // tokens over all documents
+	// scratch of Search, sized to the slots
+	score   []float64
+	touched []int32
 }
+
+type posting struct{ slot, tf int32 }
 
 // NewTextIndex returns an empty index.
 func NewTextIndex() *TextIndex {
-	return &TextIndex{docLen: map[string]int{}, postings: map[string]map[string]int{}, docTerms: map[string]map[string]int{}}
+	return &TextIndex{pos: map[string]int32{}, dict: map[string]int32{}}
 }
 
 // Len is the number of documents.
-func (x *TextIndex) Len() int { return len(x.docLen) }
+func (x *TextIndex) Len() int { return len(x.pos) }
+
+// Has reports whether id is indexed.
+func (x *TextIndex) Has(id string) bool { _, ok := x.pos[id]; return ok }
 
 // Add indexes text under id, replacing what id had.
-func (x *TextIndex) Add(id, text string) {
+func (x *TextIndex) Add(id, text string) { x.Upsert(id, text, Meta{}) }
+
+// Upsert indexes text under id with m (what SearchWith filters on),
+// replacing what id had.
+func (x *TextIndex) Upsert(id, text string, m Meta) {
 	x.Remove(id)
 	ts := Tokens(text)
-	x.docLen[id] = len(ts)
+	var slot int32
+	if n := len(x.free); n > 0 {
+		slot, x.free = x.free[n-1], x.free[:n-1]
+	} else {
+		slot = int32(len(x.ids))
+		x.ids, x.meta, x.dlen, x.terms, x.tfs = append(x.ids, ""), append(x.meta, Meta{}), append(x.dlen, 0), append(x.terms, nil), append(x.tfs, nil)
+	}
+	x.pos[id] = slot
+	x.ids[slot], x.meta[slot], x.dlen[slot] = id, m, int32(len(ts))
 	x.total += len(ts)
-	tf := map[string]int{}
+	tf := make(map[string]int32, len(ts))
 	for _, t := range ts {
 		tf[t]++
 	}
-	x.docTerms[id] = tf
+	own := make([]int32, 0, len(tf))
+	freq := make([]int32, 0, len(tf))
 	for t, n := range tf {
-		p := x.postings[t]
-		if p == nil {
-			p = map[string]int{}
-			x.postings[t] = p
+		tid, ok := x.dict[t]
+		if !ok {
+			tid = int32(len(x.post))
+			x.dict[t] = tid
+			x.post = append(x.post, nil)
+			x.words = append(x.words, t)
 		}
-		p[id] = n
+		x.post[tid] = append(x.post[tid], posting{slot: slot, tf: n})
+		own = append(own, tid)
+		freq = append(freq, n)
 	}
+	x.terms[slot], x.tfs[slot] = own, freq
 }
 
 // Remove drops id.
 func (x *TextIndex) Remove(id string) {
-	n, ok := x.docLen[id]
+	slot, ok := x.pos[id]
 	if !ok {
 		return
 	}
-	delete(x.docLen, id)
-	x.total -= n
-	for t := range x.docTerms[id] {
-		p := x.postings[t]
-		delete(p, id)
-		if len(p) == 0 {
-			delete(x.postings, t)
+	delete(x.pos, id)
+	for _, tid := range x.terms[slot] {
+		p := x.post[tid]
+		for i := range p {
+			if p[i].slot == slot {
+				p[i] = p[len(p)-1]
+				x.post[tid] = p[:len(p)-1]
+				break
+			}
 		}
 	}
-	delete(x.docTerms, id)
+	x.total -= int(x.dlen[slot])
+	x.ids[slot], x.meta[slot], x.dlen[slot], x.terms[slot], x.tfs[slot] = "", Meta{}, -1, nil, nil
+	x.free = append(x.free, slot)
+}
+
+// Search ranks the documents matching any of the query's terms (analysed
+// like the documents) by BM25, best first, at most k, among those keep
+// accepts (nil keeps all). Ties break by id.
+func (x *TextIndex) Search(query string, k int, keep func(id string) bool) []Ranked {
+	if keep == nil {
+		return x.SearchWith(query, k, nil)
+	}
+	return x.SearchWith(query, k, func(id string, _ Meta) bool { return keep(id) })
+}
+
+// SearchWith is Search with a filter that sees each document's Meta.
+func (x *TextIndex) SearchWith(query string, k int, keep func(id string, m Meta) bool) []Ranked {
+	return x.searchTerms(Analyze(query), k, keep)
+}
+
+// SearchTerms is Search for terms already analysed (Analyze, Expansion).
+func (x *TextIndex) SearchTerms(terms []string, k int, keep func(id string) bool) []Ranked {
+	if keep == nil {
+		return x.searchTerms(terms, k, nil)
+	}
+	return x.searchTerms(terms, k, func(id string, _ Meta) bool { return keep(id) })
 }
 
 // Analyze turns a query into the distinct index terms it searches: its
@@ -104,7 +168,7 @@ func Analyze(query string) []string {
 
 // idf is the BM25 inverse document frequency of a term in df documents.
 func (x *TextIndex) idf(df int) float64 {
-	n := float64(len(x.docLen))
+	n := float64(len(x.pos))
 	return math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5))
 }
 
@@ -124,71 +188,77 @@ func (x *TextIndex) Expansion(top []string, exclude []string, n int) []string {
 	for _, t := range exclude {
 		skip[t] = true
 	}
-	common := max(2, len(x.docLen)/10)
-	w := map[string]float64{}
+	common := max(2, len(x.pos)/10)
+	w := map[int32]float64{}
 	for r, id := range top {
-		dl := x.docLen[id]
-		if dl == 0 {
+		slot, ok := x.pos[id]
+		if !ok || x.dlen[slot] <= 0 {
 			continue
 		}
 		dw := 1 / float64(r+1)
-		for t, tf := range x.docTerms[id] {
-			df := len(x.postings[t])
+		for i, tid := range x.terms[slot] {
+			df, t := len(x.post[tid]), x.words[tid]
 			if skip[t] || df < 2 || df > common || len(t) < 3 {
 				continue
 			}
-			w[t] += dw * float64(tf) / float64(dl) * x.idf(df)
+			w[tid] += dw * float64(x.tfs[slot][i]) / float64(x.dlen[slot]) * x.idf(df)
 		}
 	}
 	terms := make([]Ranked, 0, len(w))
-	for t, v := range w {
-		terms = append(terms, Ranked{ID: t, Score: v})
+	for tid, v := range w {
+		terms = append(terms, Ranked{ID: x.words[tid], Score: v})
 	}
 	sort.Slice(terms, func(i, j int) bool { return better(terms[i], terms[j]) })
 	out := make([]string, 0, n)
-	for _, t := range terms {
-		if len(out) == n {
-			break
-		}
+	for _, t := range terms[:min(n, len(terms))] {
 		out = append(out, t.ID)
 	}
 	return out
 }
 
-// Search ranks the documents matching any of the query's terms (analysed
-// like the documents) by BM25, best first, at most k, among those keep
-// accepts (nil keeps all). Ties break by id.
-func (x *TextIndex) Search(query string, k int, keep func(id string) bool) []Ranked {
-	return x.SearchTerms(Analyze(query), k, keep)
-}
-
-// SearchTerms is Search for terms already analysed (Analyze, Expansion).
-func (x *TextIndex) SearchTerms(terms []string, k int, keep func(id string) bool) []Ranked {
-	if k <= 0 || len(x.docLen) == 0 {
+func (x *TextIndex) searchTerms(terms []string, k int, keep func(id string, m Meta) bool) []Ranked {
+	if k <= 0 || len(x.pos) == 0 {
 		return nil
 	}
-	avg := float64(x.total) / float64(len(x.docLen))
+	n := float64(len(x.pos))
+	avg := float64(x.total) / n
 	if avg == 0 {
 		avg = 1
 	}
-	scores := map[string]float64{}
+	if len(x.score) < len(x.ids) {
+		x.score = make([]float64, len(x.ids))
+	}
+	seen := map[int32]bool{}
+	x.touched = x.touched[:0]
 	for _, t := range terms {
-		p := x.postings[t]
+		tid, ok := x.dict[t]
+		if !ok || seen[tid] {
+			continue
+		}
+		seen[tid] = true
+		p := x.post[tid]
 		if len(p) == 0 {
 			continue
 		}
-		idf := x.idf(len(p))
-		for id, tf := range p {
-			f := float64(tf)
-			scores[id] += idf * f * (BM25K1 + 1) / (f + BM25K1*(1-BM25B+BM25B*float64(x.docLen[id])/avg))
+		df := float64(len(p))
+		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		for _, e := range p {
+			f := float64(e.tf)
+			if x.score[e.slot] == 0 {
+				x.touched = append(x.touched, e.slot)
+			}
+			// every term adds a positive amount, so 0 means untouched
+			x.score[e.slot] += idf * f * (BM25K1 + 1) / (f + BM25K1*(1-BM25B+BM25B*float64(x.dlen[e.slot])/avg))
 		}
 	}
 	h := &minHeap{}
-	for id, s := range scores {
-		if keep != nil && !keep(id) {
+	for _, slot := range x.touched {
+		s := x.score[slot]
+		x.score[slot] = 0
+		if keep != nil && !keep(x.ids[slot], x.meta[slot]) {
 			continue
 		}
-		r := Ranked{ID: id, Score: s}
+		r := Ranked{ID: x.ids[slot], Score: s}
 		if h.Len() < k {
 			heap.Push(h, r)
 		} else if better(r, (*h)[0]) {

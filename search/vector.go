@@ -3,6 +3,7 @@ package search
 import (
 	"container/heap"
 	"slices"
+	"sync"
 
 	"github.com/mementohq/memento/llm"
 )
@@ -53,7 +54,17 @@ type Options struct {
 	// Seed seeds the graph's level draws (default 1), so the same inserts
 	// build the same graph.
 	Seed int64
+	// Workers, when > 1, splits an exact scan of at least ParallelScanMin
+	// vectors over that many goroutines (the keep filter must then be safe
+	// for concurrent use). The scan reads every vector, so it is bound by
+	// memory bandwidth more than by arithmetic, and one core does not
+	// saturate it.
+	Workers int
 }
+
+// ParallelScanMin is the fewest vectors an exact scan splits over
+// Options.Workers: below it a goroutine's start costs more than it saves.
+const ParallelScanMin = 8192
 
 // DefaultExactLimit is where the approximate graph takes over. Measured
 // with BenchmarkVectorCrossover (thread CPU time, k 10, default options,
@@ -265,8 +276,35 @@ func (x *VectorIndex) Search(q []float32, k int, keep func(id string, m Meta) bo
 
 // exact scans every vector keep accepts.
 func (x *VectorIndex) exact(q []float32, k int, keep func(id string, m Meta) bool) []Ranked {
+	n := len(x.ids)
+	w := min(x.opts.Workers, n/ParallelScanMin)
+	if w <= 1 {
+		return x.scan(q, k, keep, 0, n)
+	}
+	parts := make([][]Ranked, w)
+	var wg sync.WaitGroup
+	for i := range w {
+		wg.Go(func() { parts[i] = x.scan(q, k, keep, i*n/w, (i+1)*n/w) })
+	}
+	wg.Wait()
+	out := slices.Concat(parts...)
+	slices.SortFunc(out, func(a, b Ranked) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
+	return out[:min(k, len(out))]
+}
+
+// scan ranks the vectors of slots [lo, hi) keep accepts, best first, at most k.
+func (x *VectorIndex) scan(q []float32, k int, keep func(id string, m Meta) bool, lo, hi int) []Ranked {
 	h := &minHeap{}
-	for i, id := range x.ids {
+	for i := lo; i < hi; i++ {
+		id := x.ids[i]
 		if keep != nil && !keep(id, x.meta[i]) {
 			continue
 		}

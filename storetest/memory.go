@@ -38,6 +38,7 @@ func MemoryStoreSuite(t *testing.T, open func(t *testing.T) memory.Store) {
 		{"SearchPastExpiredHits", testMemSearchPastExpired},
 		{"Vectors", testMemVectors},
 		{"SubjectVersion", testMemSubjectVersion},
+		{"Changes", testMemChanges},
 		{"Namespaces", testMemNamespaces},
 		{"TenantIsolation", testMemTenantIsolation},
 	}
@@ -237,6 +238,10 @@ func testMemInsertGet(t *testing.T, s memory.Store) {
 	}
 	checkClaim(t, got, c)
 	checkClaim(t, f.get(c.MemoryID), c)
+	// Insert answers the claim as a read gives it back, version included.
+	if g := f.get(c.MemoryID); !reflect.DeepEqual(g, got) {
+		t.Fatalf("insert answered %+v, a read gives %+v", got, g)
+	}
 
 	// Every status can be inserted and read back.
 	held := f.claim("prefs", "health.allergy", `"peanuts"`, "allergy: peanuts")
@@ -272,6 +277,9 @@ func testMemSupersede(t *testing.T, s memory.Store) {
 	got := f.insert(nc, old.MemoryID, vec("m1", 0, 1))
 	if got.Status != memory.StatusCurrent || got.Supersedes != old.MemoryID {
 		t.Fatalf("new claim: status %s supersedes %q", got.Status, got.Supersedes)
+	}
+	if g := f.get(nc.MemoryID); !reflect.DeepEqual(g, got) {
+		t.Fatalf("superseding insert answered %+v, a read gives %+v", got, g)
 	}
 	prev := f.get(old.MemoryID)
 	if prev.Status != memory.StatusSuperseded || prev.SupersededBy != nc.MemoryID ||
@@ -987,6 +995,131 @@ func testMemSubjectVersion(t *testing.T, s memory.Store) {
 	}
 	if v, _ := s.SubjectVersion(ctx, f.tenant, newID("subj")); v != 0 {
 		t.Fatalf("unknown subject version %d", v)
+	}
+}
+
+func (f *mfx) changes(model string, after int64) memory.Changes {
+	f.t.Helper()
+	ch, err := f.s.Changes(f.t.Context(), f.tenant, f.subject, model, after)
+	if err != nil {
+		f.t.Fatalf("changes after %d: %v", after, err)
+	}
+	return ch
+}
+
+func changeIDs(ch memory.Changes) (claims, vectors []string) {
+	for _, c := range ch.Claims {
+		claims = append(claims, c.MemoryID+"/"+string(c.Status))
+	}
+	for _, v := range ch.Vectors {
+		vectors = append(vectors, v.MemoryID)
+	}
+	return claims, vectors
+}
+
+// testMemChanges: what an in-process index catches up with. Applying every
+// answer in turn leaves exactly the subject's current claims.
+func testMemChanges(t *testing.T, s memory.Store) {
+	f := newMfx(t, s)
+	ctx := t.Context()
+	if ch := f.changes("m1", 0); ch.Version != 0 || ch.Forgotten != 0 || len(ch.Claims)+len(ch.Vectors) != 0 {
+		t.Fatalf("a new subject's changes: %+v", ch)
+	}
+	exp := f.base.Add(72 * time.Hour)
+	ca := f.claim("ns", "a", `"a"`, "alpha text")
+	ca.ExpiresAt = &exp
+	a := f.insert(ca, "", vec("m1", 0.5, -1.25))
+	b := f.insert(f.claim("ns2", "b", `"b"`, "beta text"), "", nil)
+	h := f.claim("ns", "h", `"h"`, "held text")
+	h.Status = memory.StatusHeld
+	f.insert(h, "", nil)
+	mid := f.version()
+	b2 := f.insert(f.claim("ns2", "b", `"b2"`, "beta two"), b.MemoryID, vec("m1", 1, 0))
+	other := f.other()
+	other.add("ns", "a", `"a"`, "alpha text")
+	otherTenant := f.otherTenant()
+	otherTenant.add("ns", "a", `"a"`, "alpha text")
+
+	// From 0: the current claims only, with their text, and their vectors.
+	ch := f.changes("m1", 0)
+	claims, vectors := changeIDs(ch)
+	if ch.Version != f.version() || ch.Forgotten != 0 || !sameSet(claims, []string{a.MemoryID + "/current", b2.MemoryID + "/current"}) ||
+		!sameSet(vectors, []string{a.MemoryID, b2.MemoryID}) {
+		t.Fatalf("changes from 0: %+v", ch)
+	}
+	for _, c := range ch.Claims {
+		want := map[string]memory.Claim{a.MemoryID: a, b2.MemoryID: b2}[c.MemoryID]
+		if c.Text != want.Text || c.Namespace != want.Namespace || c.Version != want.Version || !timePtrEqual(c.ExpiresAt, want.ExpiresAt) {
+			t.Fatalf("claim change %+v, claim %+v", c, want)
+		}
+	}
+	for _, v := range ch.Vectors {
+		if v.MemoryID == a.MemoryID && (!slices.Equal(v.Values, []float32{0.5, -1.25}) || v.Model != "m1" || v.Namespace != "ns" || !timePtrEqual(v.ExpiresAt, &exp) || v.Version != a.Version) {
+			t.Fatalf("vector change %+v", v)
+		}
+	}
+	if ch := f.changes("", 0); len(ch.Vectors) != 0 || len(ch.Claims) != 2 {
+		t.Fatalf("changes without a model: %+v", ch)
+	}
+	if ch := f.changes("m2", 0); len(ch.Vectors) != 0 {
+		t.Fatalf("vectors of another model: %+v", ch.Vectors)
+	}
+
+	// From a version: every status, so a claim that left current is named.
+	ch = f.changes("m1", mid)
+	claims, vectors = changeIDs(ch)
+	if !sameSet(claims, []string{b.MemoryID + "/superseded", b2.MemoryID + "/current"}) || !slices.Equal(vectors, []string{b2.MemoryID}) {
+		t.Fatalf("changes after %d: %v %v", mid, claims, vectors)
+	}
+	for _, c := range ch.Claims {
+		if c.MemoryID == b.MemoryID && c.Text != "" {
+			t.Fatalf("a superseded claim's change carries its text: %+v", c)
+		}
+	}
+	at := f.version()
+	if ch := f.changes("m1", at); ch.Version != at || len(ch.Claims)+len(ch.Vectors) != 0 {
+		t.Fatalf("changes after the current version: %+v", ch)
+	}
+
+	// An invalidation and a re-embedding.
+	if _, err := s.Transition(ctx, memory.TransitionParams{TenantID: f.tenant, MemoryID: a.MemoryID,
+		From: []memory.Status{memory.StatusCurrent}, To: memory.StatusInvalidated, At: f.tick(), Reason: "wrong"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutVectors(ctx, f.tenant, f.subject, []memory.Vector{{MemoryID: b2.MemoryID, Model: "m2", Values: []float32{3}}}); err != nil {
+		t.Fatal(err)
+	}
+	ch = f.changes("m2", at)
+	claims, vectors = changeIDs(ch)
+	if !slices.Equal(claims, []string{a.MemoryID + "/invalidated"}) || !slices.Equal(vectors, []string{b2.MemoryID}) || ch.Version != f.version() {
+		t.Fatalf("changes after invalidate and put vectors: %v %v %+v", claims, vectors, ch)
+	}
+
+	// A forget that deletes claims moves Forgotten to its version; one that
+	// deletes nothing leaves it.
+	at = f.version()
+	if _, err := s.Forget(ctx, memory.ForgetParams{TenantID: f.tenant, SubjectID: f.subject, Namespace: "ns",
+		Record: memory.ForgetRecord{ForgetID: newID("fg"), CreatedAt: f.tick()}}); err != nil {
+		t.Fatal(err)
+	}
+	ch = f.changes("m1", at)
+	if ch.Forgotten != f.version() || ch.Forgotten <= at || len(ch.Claims) != 0 {
+		t.Fatalf("changes after a forget: %+v (version %d)", ch, f.version())
+	}
+	forgotten := ch.Forgotten
+	if _, err := s.Forget(ctx, memory.ForgetParams{TenantID: f.tenant, SubjectID: f.subject, Namespace: "nothing-here",
+		Record: memory.ForgetRecord{ForgetID: newID("fg"), CreatedAt: f.tick()}}); err != nil {
+		t.Fatal(err)
+	}
+	if ch := f.changes("m1", 0); ch.Forgotten != forgotten {
+		t.Fatalf("a forget of nothing moved Forgotten from %d to %d", forgotten, ch.Forgotten)
+	}
+	claims, vectors = changeIDs(f.changes("m1", 0))
+	if !slices.Equal(claims, []string{b2.MemoryID + "/current"}) || !slices.Equal(vectors, []string{b2.MemoryID}) {
+		t.Fatalf("changes from 0 after the forget: %v %v", claims, vectors)
+	}
+	if ch := other.changes("m1", 0); len(ch.Claims) != 1 || ch.Forgotten != 0 {
+		t.Fatalf("another subject's changes: %+v", ch)
 	}
 }
 

@@ -20,7 +20,7 @@ func newBenchCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newBenchCommitCmd(), newBenchSessionsCmd(), newBenchWorkflowCmd(), newBenchScaleCmd(), newBenchLocomoCmd(), newBenchContextCmd(), newBenchRetrievalCmd())
+	cmd.AddCommand(newBenchCommitCmd(), newBenchSessionsCmd(), newBenchWorkflowCmd(), newBenchScaleCmd(), newBenchLocomoCmd(), newBenchContextCmd(), newBenchRetrievalCmd(), newBenchMemoryCmd())
 	return cmd
 }
 

@@ -71,6 +71,12 @@ func (s *Memory) PutVectors(ctx context.Context, tenantID, subjectID string, vs 
 	return call1(s.in.inject(ctx, "MemoryPutVectors", tenantID, subjectID, vs), func() error { return s.inner.PutVectors(ctx, tenantID, subjectID, vs) })
 }
 
+func (s *Memory) Changes(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) (memory.Changes, error) {
+	return call2(s.in.inject(ctx, "MemoryChanges", tenantID, subjectID, model, afterVersion), func() (memory.Changes, error) {
+		return s.inner.Changes(ctx, tenantID, subjectID, model, afterVersion)
+	})
+}
+
 func (s *Memory) SubjectVersion(ctx context.Context, tenantID, subjectID string) (int64, error) {
 	return call2(s.in.inject(ctx, "MemorySubjectVersion", tenantID, subjectID), func() (int64, error) { return s.inner.SubjectVersion(ctx, tenantID, subjectID) })
 }

@@ -42,6 +42,7 @@ type memoryState struct {
 	claims     map[key]*claimRow
 	vectors    map[vecKey]vecRow
 	subjects   map[key]int64 // (tenant, subject) -> version
+	forgotten  map[key]int64 // (tenant, subject) -> version of its last forget that deleted claims
 	tombstones map[tombKey]memory.Tombstone
 	forgets    []memory.ForgetRecord
 	namespaces map[key]memory.Namespace
@@ -52,6 +53,7 @@ func newMemoryState() memoryState {
 		claims:     map[key]*claimRow{},
 		vectors:    map[vecKey]vecRow{},
 		subjects:   map[key]int64{},
+		forgotten:  map[key]int64{},
 		tombstones: map[tombKey]memory.Tombstone{},
 		namespaces: map[key]memory.Namespace{},
 	}
@@ -355,7 +357,7 @@ func (m *Memory) Forget(ctx context.Context, p memory.ForgetParams) (memory.Forg
 		}
 	}
 	if rec.Claims > 0 {
-		m.bump(p.TenantID, p.SubjectID)
+		m.s.mem.forgotten[key{p.TenantID, p.SubjectID}] = m.bump(p.TenantID, p.SubjectID)
 	}
 	m.s.mem.forgets = append(m.s.mem.forgets, rec)
 	return rec, nil
@@ -428,6 +430,33 @@ func (m *Memory) Vectors(ctx context.Context, tenantID, subjectID, model string,
 		return cmp.Or(cmp.Compare(a.Version, b.Version), cmp.Compare(a.MemoryID, b.MemoryID))
 	})
 	return out, m.s.mem.subjects[key{tenantID, subjectID}], nil
+}
+
+// Changes implements memory.Store.
+func (m *Memory) Changes(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) (memory.Changes, error) {
+	m.s.mu.Lock()
+	defer m.s.mu.Unlock()
+	k := key{tenantID, subjectID}
+	out := memory.Changes{Version: m.s.mem.subjects[k], Forgotten: m.s.mem.forgotten[k]}
+	for _, row := range m.s.mem.claims {
+		c := row.c
+		if c.TenantID != tenantID || c.SubjectID != subjectID || c.Version <= afterVersion || (afterVersion == 0 && c.Status != memory.StatusCurrent) {
+			continue
+		}
+		ch := memory.ClaimChange{MemoryID: c.MemoryID, Namespace: c.Namespace, Status: c.Status, ExpiresAt: cloneTime(c.ExpiresAt), Version: c.Version}
+		if c.Status == memory.StatusCurrent {
+			ch.Text = c.Text
+		}
+		out.Claims = append(out.Claims, ch)
+	}
+	if model != "" {
+		for vk, vr := range m.s.mem.vectors {
+			if vk.tenant == tenantID && vr.subject == subjectID && vk.model == model && vr.v.Version > afterVersion {
+				out.Vectors = append(out.Vectors, cloneVector(vr.v))
+			}
+		}
+	}
+	return out, nil
 }
 
 // MissingVectors implements memory.Store.

@@ -163,77 +163,119 @@ func supersedeClaim(ctx context.Context, tx pgx.Tx, tenantID, old, newID string,
 	return err
 }
 
-// Insert implements memory.Store.
+// Insert implements memory.Store in two round trips: the transaction and
+// every statement of it in one batch (queueInsert), then the commit, or a
+// rollback when the batch revealed a refusal. pgxpool closes a connection
+// released inside a transaction, so an interrupted insert leaves none open.
 func (db *DB) Insert(ctx context.Context, p memory.InsertParams) (memory.Claim, error) {
 	c := p.Claim
 	if c.TenantID == "" || c.SubjectID == "" || c.MemoryID == "" {
 		return memory.Claim{}, fmt.Errorf("insert claim: tenant, subject and memory id are required: %w", memory.ErrInvalidInput)
 	}
-	var out memory.Claim
-	err := db.memTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = insertTx(ctx, tx, p)
-		return err
-	})
+	out, err := db.insert(ctx, p)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		err = fmt.Errorf("%s: %w", pgErr.ConstraintName, memory.ErrConflict)
+	}
 	if err != nil {
 		return memory.Claim{}, fmt.Errorf("insert claim %s: %w", c.MemoryID, err)
 	}
 	return out, nil
 }
 
-// insertTx is Insert within a write transaction.
-func insertTx(ctx context.Context, tx pgx.Tx, p memory.InsertParams) (memory.Claim, error) {
+func (db *DB) insert(ctx context.Context, p memory.InsertParams) (memory.Claim, error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return memory.Claim{}, err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	out, check, err := queueInsert(b, p)
+	if err == nil {
+		err = conn.SendBatch(ctx, b).Close() // runs the callbacks of the statements before a failure
+		if cerr := check(); cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		_, _ = conn.Exec(ctx, `ROLLBACK`)
+		return memory.Claim{}, err
+	}
+	if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
+		return memory.Claim{}, fmt.Errorf("commit: %w", err)
+	}
+	return out(), nil
+}
+
+// subjectVersionSQL is the subject's version within the writing
+// transaction, after its bump: $1 and $2 are the tenant and subject.
+const subjectVersionSQL = `(SELECT version FROM memory_subjects WHERE tenant_id = $1 AND subject_id = $2)`
+
+// queueInsert queues Insert's statements, to run in one transaction: the
+// subject lock and bump first, the tombstone check, the supersession
+// (checked by rows affected), the claim (its primary key refuses a taken id
+// and the unique index of current claims a second current claim of a key:
+// 23505, a conflict) and its projection rows. After the batch, check says
+// whether it revealed a refusal (then the transaction must roll back) and
+// out is the claim as written: it is not read back.
+func queueInsert(b *pgx.Batch, p memory.InsertParams) (out func() memory.Claim, check func() error, err error) {
 	c := p.Claim
 	if p.Supersede != "" {
 		c.Supersedes = p.Supersede
 	}
 	prov, err := json.Marshal(c.Provenance)
 	if err != nil {
-		return memory.Claim{}, fmt.Errorf("encode provenance: %w", err)
+		return nil, nil, fmt.Errorf("encode provenance: %w", err)
 	}
-	version, err := lockSubject(ctx, tx, c.TenantID, c.SubjectID)
-	if err != nil {
-		return memory.Claim{}, err
+	var (
+		version    int64
+		tombstoned bool
+		superseded = int64(-1)
+	)
+	b.Queue(`INSERT INTO memory_subjects AS s (tenant_id, subject_id, version) VALUES ($1, $2, 1)
+		ON CONFLICT (tenant_id, subject_id) DO UPDATE SET version = s.version + 1 RETURNING version`, c.TenantID, c.SubjectID).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&version) })
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM memory_tombstones WHERE tenant_id = $1 AND subject_id = $2 AND namespace = $3
+		AND key = $4 AND value_digest = $5)`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&tombstoned) })
+	if p.Supersede != "" {
+		b.Queue(`DELETE FROM memory_text WHERE tenant_id = $1 AND memory_id = $2`, c.TenantID, p.Supersede)
+		b.Queue(`DELETE FROM memory_vectors WHERE tenant_id = $1 AND memory_id = $2`, c.TenantID, p.Supersede)
+		b.Queue(`UPDATE memory_claims SET status = 'superseded', superseded_by = $3, superseded_at = $4, version = `+subjectVersionSQL+`
+			WHERE tenant_id = $1 AND memory_id = $5 AND subject_id = $2 AND status = 'current'`,
+			c.TenantID, c.SubjectID, c.MemoryID, p.SupersededAt, p.Supersede).
+			Exec(func(tag pgconn.CommandTag) error { superseded = tag.RowsAffected(); return nil })
 	}
-	var one int
-	err = tx.QueryRow(ctx, `SELECT 1 FROM memory_claims WHERE tenant_id = $1 AND memory_id = $2`, c.TenantID, c.MemoryID).Scan(&one)
-	if err == nil {
-		return memory.Claim{}, fmt.Errorf("the id is taken: %w", memory.ErrConflict)
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return memory.Claim{}, err
-	}
-	err = tx.QueryRow(ctx, `SELECT 1 FROM memory_tombstones WHERE tenant_id = $1 AND subject_id = $2 AND namespace = $3
-		AND key = $4 AND value_digest = $5`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).Scan(&one)
-	if err == nil {
-		return memory.Claim{}, memory.ErrTombstoned
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return memory.Claim{}, err
-	}
-	if err := checkSupersede(ctx, tx, c, p.Supersede); err != nil {
-		return memory.Claim{}, err
-	}
-	if c.Status == memory.StatusCurrent {
-		if err := checkSlot(ctx, tx, c, p.Supersede); err != nil {
-			return memory.Claim{}, err
-		}
-	}
-	if err := supersedeClaim(ctx, tx, c.TenantID, p.Supersede, c.MemoryID, p.SupersededAt, version); err != nil {
-		return memory.Claim{}, err
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO memory_claims (`+claimColumns+`) VALUES
-		($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
-		c.TenantID, c.MemoryID, c.SubjectID, c.Namespace, c.Key, string(c.Value), c.SchemaVersion, c.Text,
+	b.Queue(`INSERT INTO memory_claims (`+claimColumns+`) VALUES
+		($1, $3, $2, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, `+subjectVersionSQL+`)`,
+		c.TenantID, c.SubjectID, c.MemoryID, c.Namespace, c.Key, string(c.Value), c.SchemaVersion, c.Text,
 		c.Category, string(prov), c.Confidence, c.ValidFrom, c.ExpiresAt, string(c.Status),
 		c.InvalidatedAt, c.InvalidationReason, c.Supersedes, c.SupersededBy, c.SupersededAt,
-		c.ConsentBasis, c.ValueDigest, c.CreatedAt, c.ConfirmedAt, c.Confirmations, version); err != nil {
-		return memory.Claim{}, err
-	}
+		c.ConsentBasis, c.ValueDigest, c.CreatedAt, c.ConfirmedAt, c.Confirmations)
 	if c.Status == memory.StatusCurrent {
-		if err := addProjections(ctx, tx, c, p.Vector, version); err != nil {
-			return memory.Claim{}, err
+		b.Queue(`INSERT INTO memory_text (tenant_id, memory_id, subject_id, namespace, expires_at, text)
+			VALUES ($1, $2, $3, $4, $5, $6)`, c.TenantID, c.MemoryID, c.SubjectID, c.Namespace, c.ExpiresAt, c.Text)
+		if v := p.Vector; v != nil {
+			b.Queue(`INSERT INTO memory_vectors (tenant_id, memory_id, model, subject_id, namespace, dim, vec, expires_at, version)
+				VALUES ($1, $3, $4, $2, $5, $6, $7, $8, `+subjectVersionSQL+`)`,
+				c.TenantID, c.SubjectID, c.MemoryID, v.Model, c.Namespace, len(v.Values), memsql.EncodeVector(v.Values), c.ExpiresAt)
 		}
 	}
-	return getClaim(ctx, tx, c.TenantID, c.MemoryID, false)
+	check = func() error {
+		switch {
+		case tombstoned:
+			return memory.ErrTombstoned
+		case superseded == 0:
+			return fmt.Errorf("claim %s to supersede is not a current claim of the subject: %w", p.Supersede, memory.ErrConflict)
+		}
+		return nil
+	}
+	out = func() memory.Claim {
+		c.Version = version
+		return memsql.AsStored(c)
+	}
+	return out, check, nil
 }
 
 // Get implements memory.Store.
@@ -280,7 +322,11 @@ func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, err
 	if q.Key != "" {
 		w.WriteString(` AND key = ` + a.add(q.Key))
 	}
-	if len(q.Statuses) > 0 {
+	if len(q.Statuses) == 1 && q.Statuses[0] == memory.StatusCurrent {
+		// A literal, so the unique index of current claims serves a key's
+		// read whatever plan the statement cache settles on.
+		w.WriteString(` AND status = 'current'`)
+	} else if len(q.Statuses) > 0 {
 		st := make([]string, len(q.Statuses))
 		for i, s := range q.Statuses {
 			st[i] = string(s)
@@ -427,7 +473,8 @@ func (db *DB) Forget(ctx context.Context, p memory.ForgetParams) (memory.ForgetR
 	}
 	rec.CreatedAt = rec.CreatedAt.UTC().Truncate(time.Microsecond)
 	err := db.memTx(ctx, func(tx pgx.Tx) error {
-		if _, err := lockSubject(ctx, tx, p.TenantID, p.SubjectID); err != nil {
+		version, err := lockSubject(ctx, tx, p.TenantID, p.SubjectID)
+		if err != nil {
 			return err
 		}
 		// $3 = '' is every namespace.
@@ -449,7 +496,12 @@ func (db *DB) Forget(ctx context.Context, p memory.ForgetParams) (memory.ForgetR
 			return fmt.Errorf("delete claims: %w", err)
 		}
 		rec.Claims = int(tag.RowsAffected())
-		if rec.Claims == 0 {
+		if rec.Claims > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE memory_subjects SET forgotten = $1 WHERE tenant_id = $2 AND subject_id = $3`,
+				version, p.TenantID, p.SubjectID); err != nil {
+				return err
+			}
+		} else {
 			// Nothing changed: the version goes back to what it was (or the
 			// row goes, for a subject that never had a claim).
 			if _, err := tx.Exec(ctx, `UPDATE memory_subjects SET version = version - 1 WHERE tenant_id = $1 AND subject_id = $2`,
@@ -580,6 +632,51 @@ func (db *DB) Vectors(ctx context.Context, tenantID, subjectID, model string, af
 		return nil, 0, fmt.Errorf("read vectors: %w", err)
 	}
 	return out, version, nil
+}
+
+// Changes implements memory.Store in one statement, so one snapshot.
+func (db *DB) Changes(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) (memory.Changes, error) {
+	rows, err := db.pool.Query(ctx, `
+		SELECT 0, version, forgotten, '', '', '', NULL::timestamptz, '', NULL::bytea, 0
+			FROM memory_subjects WHERE tenant_id = $1 AND subject_id = $2
+		UNION ALL
+		SELECT 1, version, 0, memory_id, namespace, status, expires_at, CASE WHEN status = 'current' THEN text ELSE '' END, NULL, 0
+			FROM memory_claims WHERE tenant_id = $1 AND subject_id = $2 AND version > $3 AND ($3 > 0 OR status = 'current')
+		UNION ALL
+		SELECT 2, version, 0, memory_id, namespace, '', expires_at, '', vec, dim
+			FROM memory_vectors WHERE $4 <> '' AND tenant_id = $1 AND subject_id = $2 AND model = $4 AND version > $3`,
+		tenantID, subjectID, afterVersion, model)
+	if err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	defer rows.Close()
+	var (
+		out            memory.Changes
+		kind, dim      int
+		version, forg  int64
+		id, ns, st, tx string
+		expires        *time.Time
+		blob           []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&kind, &version, &forg, &id, &ns, &st, &expires, &tx, &blob, &dim}, func() error {
+		switch kind {
+		case 0:
+			out.Version, out.Forgotten = version, forg
+		case 1:
+			out.Claims = append(out.Claims, memory.ClaimChange{MemoryID: id, Namespace: ns, Status: memory.Status(st), Text: tx, ExpiresAt: utcPtr(expires), Version: version})
+		case 2:
+			vs, err := memsql.DecodeVector(blob, dim)
+			if err != nil {
+				return fmt.Errorf("vector of claim %s: %w", id, err)
+			}
+			out.Vectors = append(out.Vectors, memory.Vector{MemoryID: id, Namespace: ns, Model: model, Values: vs, ExpiresAt: utcPtr(expires), Version: version})
+		}
+		return nil
+	})
+	if err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	return out, nil
 }
 
 // MissingVectors implements memory.Store.

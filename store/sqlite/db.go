@@ -42,6 +42,7 @@ type DB struct {
 	// retention is the position of the retention sweep in progress.
 	retention retentionCursor
 	opLedger  // the toolop.Store methods
+	stmts     stmtCache
 }
 
 // OpenDir opens (creating it if needed) the database file FileName in dir.
@@ -108,6 +109,7 @@ func dsn(path, query string) string {
 
 // Close closes both pools.
 func (db *DB) Close() error {
+	db.closeStmts()
 	var errs []error
 	if db.r != nil {
 		errs = append(errs, db.r.Close())

@@ -84,28 +84,19 @@ func getClaim(ctx context.Context, q querier, tenantID, memoryID string) (memory
 }
 
 // bumpSubject moves the subject's change counter on and returns it.
-func bumpSubject(ctx context.Context, tx *sql.Tx, tenantID, subjectID string) (int64, error) {
+func bumpSubject(ctx context.Context, tx wtx, tenantID, subjectID string) (int64, error) {
 	var v int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO memory_subjects (tenant_id, subject_id, version) VALUES (?, ?, 1)
 		ON CONFLICT (tenant_id, subject_id) DO UPDATE SET version = version + 1 RETURNING version`, tenantID, subjectID).Scan(&v)
 	return v, err
 }
 
-// dropProjections deletes a claim's full-text and vector rows.
-func dropProjections(ctx context.Context, tx *sql.Tx, tenantID, memoryID string) error {
-	var rowid sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT fts_rowid FROM memory_claims WHERE tenant_id = ? AND memory_id = ?`,
-		tenantID, memoryID).Scan(&rowid); err != nil {
+// dropProjections deletes a claim's full-text and vector rows; the caller
+// sets its fts_rowid to NULL.
+func dropProjections(ctx context.Context, tx wtx, tenantID, memoryID string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM memory_fts WHERE rowid =
+		(SELECT fts_rowid FROM memory_claims WHERE tenant_id = ? AND memory_id = ?)`, tenantID, memoryID); err != nil {
 		return err
-	}
-	if rowid.Valid {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_fts WHERE rowid = ?`, rowid.Int64); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE memory_claims SET fts_rowid = NULL WHERE tenant_id = ? AND memory_id = ?`,
-			tenantID, memoryID); err != nil {
-			return err
-		}
 	}
 	_, err := tx.ExecContext(ctx, `DELETE FROM memory_vectors WHERE tenant_id = ? AND memory_id = ?`, tenantID, memoryID)
 	return err
@@ -124,16 +115,21 @@ func ftsRow(c memory.Claim) (scope, body string) {
 	return s + " " + memsql.NamespaceScope(c.TenantID, c.SubjectID, c.Namespace), b.String()
 }
 
-// addProjections writes the full-text row of a claim that became current
-// and, when vec is set, its vector.
-func addProjections(ctx context.Context, tx *sql.Tx, c memory.Claim, vec *memory.Vector, version int64) error {
+// indexText writes c's full-text row and returns its rowid.
+func indexText(ctx context.Context, tx wtx, c memory.Claim) (int64, error) {
 	scope, body := ftsRow(c)
 	res, err := tx.ExecContext(ctx, `INSERT INTO memory_fts (scope, body, tenant_id, memory_id) VALUES (?, ?, ?, ?)`,
 		scope, body, c.TenantID, c.MemoryID)
 	if err != nil {
-		return fmt.Errorf("index text: %w", err)
+		return 0, fmt.Errorf("index text: %w", err)
 	}
-	rowid, err := res.LastInsertId()
+	return res.LastInsertId()
+}
+
+// addProjections writes the full-text row of a stored claim that became
+// current and, when vec is set, its vector.
+func addProjections(ctx context.Context, tx wtx, c memory.Claim, vec *memory.Vector, version int64) error {
+	rowid, err := indexText(ctx, tx, c)
 	if err != nil {
 		return err
 	}
@@ -147,7 +143,7 @@ func addProjections(ctx context.Context, tx *sql.Tx, c memory.Claim, vec *memory
 	return putVector(ctx, tx, c, *vec, version)
 }
 
-func putVector(ctx context.Context, tx *sql.Tx, c memory.Claim, v memory.Vector, version int64) error {
+func putVector(ctx context.Context, tx wtx, c memory.Claim, v memory.Vector, version int64) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO memory_vectors (tenant_id, memory_id, model, subject_id, namespace, dim, vec, expires_at, version)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant_id, memory_id, model) DO UPDATE SET dim = excluded.dim, vec = excluded.vec,
@@ -160,23 +156,9 @@ func putVector(ctx context.Context, tx *sql.Tx, c memory.Claim, v memory.Vector,
 	return nil
 }
 
-// checkSupersede checks that supersede (when set) names a current claim of c's subject.
-func checkSupersede(ctx context.Context, tx *sql.Tx, c memory.Claim, supersede string) error {
-	if supersede == "" {
-		return nil
-	}
-	var subject, status string
-	err := tx.QueryRowContext(ctx, `SELECT subject_id, status FROM memory_claims WHERE tenant_id = ? AND memory_id = ?`,
-		c.TenantID, supersede).Scan(&subject, &status)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && (subject != c.SubjectID || status != string(memory.StatusCurrent))) {
-		return fmt.Errorf("claim %s to supersede is not a current claim of the subject: %w", supersede, memory.ErrConflict)
-	}
-	return err
-}
-
 // checkSlot refuses a current claim beside another current claim of its
 // (subject, namespace, key) other than the one it supersedes.
-func checkSlot(ctx context.Context, tx *sql.Tx, c memory.Claim, supersede string) error {
+func checkSlot(ctx context.Context, tx wtx, c memory.Claim, supersede string) error {
 	var id string
 	err := tx.QueryRowContext(ctx, `SELECT memory_id FROM memory_claims WHERE tenant_id = ? AND subject_id = ?
 		AND namespace = ? AND key = ? AND status = 'current' AND memory_id <> ? AND memory_id <> ?`,
@@ -190,17 +172,27 @@ func checkSlot(ctx context.Context, tx *sql.Tx, c memory.Claim, supersede string
 	return fmt.Errorf("claim %s is current for the key: %w", id, memory.ErrConflict)
 }
 
-// supersedeClaim ends old in favour of newID.
-func supersedeClaim(ctx context.Context, tx *sql.Tx, tenantID, old, newID string, at time.Time, version int64) error {
+// supersedeClaim ends old (when set), which must be a current claim of
+// subjectID, in favour of newID.
+func supersedeClaim(ctx context.Context, tx wtx, tenantID, subjectID, old, newID string, at time.Time, version int64) error {
 	if old == "" {
 		return nil
 	}
 	if err := dropProjections(ctx, tx, tenantID, old); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE memory_claims SET status = 'superseded', superseded_by = ?, superseded_at = ?, version = ?
-		WHERE tenant_id = ? AND memory_id = ?`, newID, at.UnixMicro(), version, tenantID, old)
-	return err
+	res, err := tx.ExecContext(ctx, `UPDATE memory_claims SET status = 'superseded', superseded_by = ?, superseded_at = ?, version = ?,
+		fts_rowid = NULL WHERE tenant_id = ? AND memory_id = ? AND subject_id = ? AND status = 'current'`,
+		newID, at.UnixMicro(), version, tenantID, old, subjectID)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != 1 {
+		return fmt.Errorf("claim %s to supersede is not a current claim of the subject: %w", old, memory.ErrConflict)
+	}
+	return nil
 }
 
 // Insert implements memory.Store.
@@ -210,7 +202,7 @@ func (db *DB) Insert(ctx context.Context, p memory.InsertParams) (memory.Claim, 
 		return memory.Claim{}, fmt.Errorf("insert claim: tenant, subject and memory id are required: %w", memory.ErrInvalidInput)
 	}
 	var out memory.Claim
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.memoryTx(ctx, func(tx wtx) error {
 		var err error
 		out, err = insertTx(ctx, tx, p)
 		return err
@@ -221,8 +213,11 @@ func (db *DB) Insert(ctx context.Context, p memory.InsertParams) (memory.Claim, 
 	return out, nil
 }
 
-// insertTx is Insert within a write transaction.
-func insertTx(ctx context.Context, tx *sql.Tx, p memory.InsertParams) (memory.Claim, error) {
+// insertTx is Insert within a write transaction, in as few statements as
+// the rules allow: the claims' primary key refuses a taken id and the
+// unique index of current claims a second current claim of a key, and the
+// claim is returned as written, not read back.
+func insertTx(ctx context.Context, tx wtx, p memory.InsertParams) (memory.Claim, error) {
 	c := p.Claim
 	if p.Supersede != "" {
 		c.Supersedes = p.Supersede
@@ -232,12 +227,6 @@ func insertTx(ctx context.Context, tx *sql.Tx, p memory.InsertParams) (memory.Cl
 		return memory.Claim{}, fmt.Errorf("encode provenance: %w", err)
 	}
 	var one int
-	err = tx.QueryRowContext(ctx, `SELECT 1 FROM memory_claims WHERE tenant_id = ? AND memory_id = ?`, c.TenantID, c.MemoryID).Scan(&one)
-	if err == nil {
-		return memory.Claim{}, fmt.Errorf("the id is taken: %w", memory.ErrConflict)
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return memory.Claim{}, err
-	}
 	err = tx.QueryRowContext(ctx, `SELECT 1 FROM memory_tombstones WHERE tenant_id = ? AND subject_id = ? AND namespace = ?
 		AND key = ? AND value_digest = ?`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).Scan(&one)
 	if err == nil {
@@ -245,40 +234,42 @@ func insertTx(ctx context.Context, tx *sql.Tx, p memory.InsertParams) (memory.Cl
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return memory.Claim{}, err
 	}
-	if err := checkSupersede(ctx, tx, c, p.Supersede); err != nil {
-		return memory.Claim{}, err
-	}
-	if c.Status == memory.StatusCurrent {
-		if err := checkSlot(ctx, tx, c, p.Supersede); err != nil {
-			return memory.Claim{}, err
-		}
-	}
 	version, err := bumpSubject(ctx, tx, c.TenantID, c.SubjectID)
 	if err != nil {
 		return memory.Claim{}, err
 	}
-	if err := supersedeClaim(ctx, tx, c.TenantID, p.Supersede, c.MemoryID, p.SupersededAt, version); err != nil {
+	if err := supersedeClaim(ctx, tx, c.TenantID, c.SubjectID, p.Supersede, c.MemoryID, p.SupersededAt, version); err != nil {
 		return memory.Claim{}, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO memory_claims (`+claimColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.TenantID, c.MemoryID, c.SubjectID, c.Namespace, c.Key, string(c.Value), c.SchemaVersion, c.Text,
-		c.Category, string(prov), c.Confidence, c.ValidFrom.UnixMicro(), microsOrNil(c.ExpiresAt), string(c.Status),
-		microsOrNil(c.InvalidatedAt), c.InvalidationReason, c.Supersedes, c.SupersededBy, microsOrNil(c.SupersededAt),
-		c.ConsentBasis, c.ValueDigest, c.CreatedAt.UnixMicro(), c.ConfirmedAt.UnixMicro(), c.Confirmations, version); err != nil {
-		return memory.Claim{}, err
-	}
+	var rowid any // NULL unless current
 	if c.Status == memory.StatusCurrent {
-		if err := addProjections(ctx, tx, c, p.Vector, version); err != nil {
+		if rowid, err = indexText(ctx, tx, c); err != nil {
 			return memory.Claim{}, err
 		}
 	}
-	return getClaim(ctx, tx, c.TenantID, c.MemoryID)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO memory_claims (`+claimColumns+`, fts_rowid)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.TenantID, c.MemoryID, c.SubjectID, c.Namespace, c.Key, string(c.Value), c.SchemaVersion, c.Text,
+		c.Category, string(prov), c.Confidence, c.ValidFrom.UnixMicro(), microsOrNil(c.ExpiresAt), string(c.Status),
+		microsOrNil(c.InvalidatedAt), c.InvalidationReason, c.Supersedes, c.SupersededBy, microsOrNil(c.SupersededAt),
+		c.ConsentBasis, c.ValueDigest, c.CreatedAt.UnixMicro(), c.ConfirmedAt.UnixMicro(), c.Confirmations, version, rowid); err != nil {
+		if isConstraint(err) {
+			return memory.Claim{}, fmt.Errorf("the id is taken, or another claim is current for the key: %w", memory.ErrConflict)
+		}
+		return memory.Claim{}, err
+	}
+	if c.Status == memory.StatusCurrent && p.Vector != nil {
+		if err := putVector(ctx, tx, c, *p.Vector, version); err != nil {
+			return memory.Claim{}, err
+		}
+	}
+	c.Version = version
+	return memsql.AsStored(c), nil
 }
 
 // Get implements memory.Store.
 func (db *DB) Get(ctx context.Context, tenantID, memoryID string) (memory.Claim, error) {
-	c, err := getClaim(ctx, db.r, tenantID, memoryID)
+	c, err := getClaim(ctx, db.rd(), tenantID, memoryID)
 	if err != nil {
 		return memory.Claim{}, fmt.Errorf("get claim %s: %w", memoryID, err)
 	}
@@ -294,7 +285,7 @@ func (db *DB) GetMany(ctx context.Context, tenantID string, memoryIDs []string) 
 	if err != nil {
 		return nil, fmt.Errorf("get claims: %w", err)
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM memory_claims WHERE tenant_id = ?
+	rows, err := db.rd().QueryContext(ctx, `SELECT `+claimColumns+` FROM memory_claims WHERE tenant_id = ?
 		AND memory_id IN (SELECT value FROM json_each(?))`, tenantID, string(ids))
 	if err != nil {
 		return nil, fmt.Errorf("get claims: %w", err)
@@ -329,7 +320,10 @@ func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, err
 		where.WriteString(` AND key = ?`)
 		args = append(args, q.Key)
 	}
-	if len(q.Statuses) > 0 {
+	if len(q.Statuses) == 1 && q.Statuses[0] == memory.StatusCurrent {
+		// A literal, so the unique index of current claims serves a key's read.
+		where.WriteString(` AND status = 'current'`)
+	} else if len(q.Statuses) > 0 {
 		st, _ := json.Marshal(q.Statuses)
 		where.WriteString(` AND status IN (SELECT value FROM json_each(?))`)
 		args = append(args, string(st))
@@ -357,7 +351,7 @@ func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, err
 		limit = q.Limit
 	}
 	args = append(args, limit)
-	rows, err := db.r.QueryContext(ctx, `SELECT `+claimColumns+` FROM memory_claims WHERE `+where.String()+`
+	rows, err := db.rd().QueryContext(ctx, `SELECT `+claimColumns+` FROM memory_claims WHERE `+where.String()+`
 		ORDER BY created_at, memory_id LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list claims: %w", err)
@@ -372,7 +366,7 @@ func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, err
 // Transition implements memory.Store.
 func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory.Claim, error) {
 	var out memory.Claim
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.memoryTx(ctx, func(tx wtx) error {
 		c, err := getClaim(ctx, tx, p.TenantID, p.MemoryID)
 		if err != nil {
 			return err
@@ -382,12 +376,10 @@ func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory
 		}
 		wasCurrent := c.Status == memory.StatusCurrent
 		becomes := p.To == memory.StatusCurrent && !wasCurrent
+		leaves := wasCurrent && p.To != memory.StatusCurrent
 		supersede := ""
 		if becomes {
 			supersede = p.Supersede
-			if err := checkSupersede(ctx, tx, c, supersede); err != nil {
-				return err
-			}
 			if err := checkSlot(ctx, tx, c, supersede); err != nil {
 				return err
 			}
@@ -397,7 +389,7 @@ func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory
 			return err
 		}
 		// The old claim leaves the key's current slot before this one takes it.
-		if err := supersedeClaim(ctx, tx, p.TenantID, supersede, p.MemoryID, p.SupersededAt, version); err != nil {
+		if err := supersedeClaim(ctx, tx, p.TenantID, c.SubjectID, supersede, p.MemoryID, p.SupersededAt, version); err != nil {
 			return err
 		}
 		set, args := `status = ?, version = ?`, []any{string(p.To), version}
@@ -409,17 +401,18 @@ func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory
 			set += `, supersedes = ?`
 			args = append(args, supersede)
 		}
+		if leaves {
+			if err := dropProjections(ctx, tx, p.TenantID, p.MemoryID); err != nil {
+				return err
+			}
+			set += `, fts_rowid = NULL`
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE memory_claims SET `+set+` WHERE tenant_id = ? AND memory_id = ?`,
 			append(args, p.TenantID, p.MemoryID)...); err != nil {
 			return err
 		}
-		switch {
-		case becomes:
+		if becomes {
 			if err := addProjections(ctx, tx, c, p.Vector, version); err != nil {
-				return err
-			}
-		case wasCurrent && p.To != memory.StatusCurrent:
-			if err := dropProjections(ctx, tx, p.TenantID, p.MemoryID); err != nil {
 				return err
 			}
 		}
@@ -435,7 +428,7 @@ func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory
 // Refresh implements memory.Store.
 func (db *DB) Refresh(ctx context.Context, tenantID, memoryID string, at time.Time) (memory.Claim, error) {
 	var out memory.Claim
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.memoryTx(ctx, func(tx wtx) error {
 		c, err := getClaim(ctx, tx, tenantID, memoryID)
 		if err != nil {
 			return err
@@ -475,7 +468,7 @@ func (db *DB) Forget(ctx context.Context, p memory.ForgetParams) (memory.ForgetR
 		rec.CreatedAt = db.now()
 	}
 	rec.CreatedAt = fromMicros(rec.CreatedAt.UnixMicro())
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.memoryTx(ctx, func(tx wtx) error {
 		scope, nsCond, args := `scope:`+memsql.SubjectScope(p.TenantID, p.SubjectID), ``, []any{p.TenantID, p.SubjectID}
 		if p.Namespace != "" {
 			scope += ` AND scope:` + memsql.NamespaceScope(p.TenantID, p.SubjectID, p.Namespace)
@@ -508,7 +501,12 @@ func (db *DB) Forget(ctx context.Context, p memory.ForgetParams) (memory.ForgetR
 		}
 		rec.Claims = int(n)
 		if rec.Claims > 0 {
-			if _, err := bumpSubject(ctx, tx, p.TenantID, p.SubjectID); err != nil {
+			v, err := bumpSubject(ctx, tx, p.TenantID, p.SubjectID)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE memory_subjects SET forgotten = ? WHERE tenant_id = ? AND subject_id = ?`,
+				v, p.TenantID, p.SubjectID); err != nil {
 				return err
 			}
 		}
@@ -675,6 +673,51 @@ func (db *DB) Vectors(ctx context.Context, tenantID, subjectID, model string, af
 	return out, version, nil
 }
 
+// Changes implements memory.Store in one statement, so one snapshot.
+func (db *DB) Changes(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) (memory.Changes, error) {
+	rows, err := db.rd().QueryContext(ctx, `
+		SELECT 0, version, forgotten, '', '', '', NULL, '', NULL, 0 FROM memory_subjects WHERE tenant_id = ?1 AND subject_id = ?2
+		UNION ALL
+		SELECT 1, version, 0, memory_id, namespace, status, expires_at, CASE WHEN status = 'current' THEN text ELSE '' END, NULL, 0
+			FROM memory_claims WHERE tenant_id = ?1 AND subject_id = ?2 AND version > ?3 AND (?3 > 0 OR status = 'current')
+		UNION ALL
+		SELECT 2, version, 0, memory_id, namespace, '', expires_at, '', vec, dim
+			FROM memory_vectors WHERE ?4 <> '' AND tenant_id = ?1 AND subject_id = ?2 AND model = ?4 AND version > ?3`, tenantID, subjectID, afterVersion, model)
+	if err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	defer rows.Close()
+	var out memory.Changes
+	for rows.Next() {
+		var (
+			kind, dim      int
+			version, forg  int64
+			id, ns, st, tx string
+			expires        sql.NullInt64
+			blob           []byte
+		)
+		if err := rows.Scan(&kind, &version, &forg, &id, &ns, &st, &expires, &tx, &blob, &dim); err != nil {
+			return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+		}
+		switch kind {
+		case 0:
+			out.Version, out.Forgotten = version, forg
+		case 1:
+			out.Claims = append(out.Claims, memory.ClaimChange{MemoryID: id, Namespace: ns, Status: memory.Status(st), Text: tx, ExpiresAt: timeOrNil(expires), Version: version})
+		case 2:
+			vs, err := memsql.DecodeVector(blob, dim)
+			if err != nil {
+				return memory.Changes{}, fmt.Errorf("read vector of claim %s: %w", id, err)
+			}
+			out.Vectors = append(out.Vectors, memory.Vector{MemoryID: id, Namespace: ns, Model: model, Values: vs, ExpiresAt: timeOrNil(expires), Version: version})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	return out, nil
+}
+
 // MissingVectors implements memory.Store.
 func (db *DB) MissingVectors(ctx context.Context, tenantID, subjectID, model string, limit int) ([]memory.Claim, error) {
 	if limit <= 0 {
@@ -699,7 +742,7 @@ func (db *DB) PutVectors(ctx context.Context, tenantID, subjectID string, vs []m
 	if len(vs) == 0 {
 		return nil
 	}
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.memoryTx(ctx, func(tx wtx) error {
 		var (
 			claims []memory.Claim
 			keep   []memory.Vector
@@ -746,7 +789,7 @@ func subjectVersion(ctx context.Context, q querier, tenantID, subjectID string) 
 
 // SubjectVersion implements memory.Store.
 func (db *DB) SubjectVersion(ctx context.Context, tenantID, subjectID string) (int64, error) {
-	v, err := subjectVersion(ctx, db.r, tenantID, subjectID)
+	v, err := subjectVersion(ctx, db.rd(), tenantID, subjectID)
 	if err != nil {
 		return 0, fmt.Errorf("read subject version: %w", err)
 	}
@@ -758,7 +801,7 @@ func (db *DB) PutNamespace(ctx context.Context, ns memory.Namespace) error {
 	if ns.TenantID == "" || ns.Name == "" {
 		return fmt.Errorf("put namespace: tenant and name are required: %w", memory.ErrInvalidInput)
 	}
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.memoryTx(ctx, func(tx wtx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO memory_namespaces (tenant_id, namespace, personal, sensitive, ttl_us) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (tenant_id, namespace) DO UPDATE SET personal = excluded.personal, sensitive = excluded.sensitive, ttl_us = excluded.ttl_us`,
 			ns.TenantID, ns.Name, ns.Personal, ns.Sensitive, ns.TTL.Microseconds())
@@ -774,7 +817,7 @@ func (db *DB) PutNamespace(ctx context.Context, ns memory.Namespace) error {
 func (db *DB) GetNamespace(ctx context.Context, tenantID, name string) (memory.Namespace, error) {
 	ns := memory.Namespace{TenantID: tenantID, Name: name}
 	var ttl int64
-	err := db.r.QueryRowContext(ctx, `SELECT personal, sensitive, ttl_us FROM memory_namespaces WHERE tenant_id = ? AND namespace = ?`,
+	err := db.rd().QueryRowContext(ctx, `SELECT personal, sensitive, ttl_us FROM memory_namespaces WHERE tenant_id = ? AND namespace = ?`,
 		tenantID, name).Scan(&ns.Personal, &ns.Sensitive, &ttl)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ns, nil

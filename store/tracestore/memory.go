@@ -77,6 +77,12 @@ func (s Memory) PutVectors(ctx context.Context, tenantID, subjectID string, vs [
 	return call0(ctx, s.T, "MemoryPutVectors", tenantID, func(ctx context.Context) error { return s.Store.PutVectors(ctx, tenantID, subjectID, vs) })
 }
 
+func (s Memory) Changes(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) (memory.Changes, error) {
+	return call(ctx, s.T, "MemoryChanges", tenantID, func(ctx context.Context) (memory.Changes, error) {
+		return s.Store.Changes(ctx, tenantID, subjectID, model, afterVersion)
+	})
+}
+
 func (s Memory) SubjectVersion(ctx context.Context, tenantID, subjectID string) (int64, error) {
 	return call(ctx, s.T, "MemorySubjectVersion", tenantID, func(ctx context.Context) (int64, error) { return s.Store.SubjectVersion(ctx, tenantID, subjectID) })
 }

@@ -4,12 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/kljensen/snowball/english"
+
+	"github.com/mementohq/memento/memory"
 )
 
 // MaxWords bounds the words of one full-text query: a query is ORed words,
@@ -119,4 +123,30 @@ func DecodeVector(b []byte, dim int) ([]float32, error) {
 // `acl:(E1 OR E2 ...) AND body:(...)` and never scores an unreadable chunk.
 func ACLScope(tenantID, entry string) string {
 	return scope("a", tenantID, entry)
+}
+
+// AsStored is c as a store gives it back: times at microsecond precision
+// in UTC, its own copy of the value, and no empty message id list (the
+// provenance JSON leaves it out). A store returns what it wrote without
+// reading it back.
+func AsStored(c memory.Claim) memory.Claim {
+	c.Value = append(json.RawMessage(nil), c.Value...)
+	if len(c.Provenance.MessageIDs) == 0 {
+		c.Provenance.MessageIDs = nil
+	} else {
+		c.Provenance.MessageIDs = append([]string(nil), c.Provenance.MessageIDs...)
+	}
+	c.ValidFrom, c.CreatedAt, c.ConfirmedAt = micros(c.ValidFrom), micros(c.CreatedAt), micros(c.ConfirmedAt)
+	c.ExpiresAt, c.InvalidatedAt, c.SupersededAt = microsPtr(c.ExpiresAt), microsPtr(c.InvalidatedAt), microsPtr(c.SupersededAt)
+	return c
+}
+
+func micros(t time.Time) time.Time { return time.UnixMicro(t.UnixMicro()).UTC() }
+
+func microsPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	m := micros(*t)
+	return &m
 }
