@@ -64,3 +64,27 @@ func TestEngineClock(t *testing.T) {
 		t.Fatalf("created_at %v, want the test clock's", got)
 	}
 }
+
+// TestEngineSearchModeDefault: with the offline hashing embedder a search
+// that names no mode runs full text (its vectors carry words, not
+// meaning); hybrid stays one argument away.
+func TestEngineSearchModeDefault(t *testing.T) {
+	cfg := memento.Config{DataDir: t.TempDir()}
+	cfg.PII.Key = testenv.PIIKey
+	ctx := context.Background()
+	eng, err := memento.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	prov := memory.Provenance{SourceType: memory.SourceUser, SourceID: "form", ValidatedBy: memory.ValidatedUserStated}
+	if _, err := eng.Memory.Add(ctx, "t", memory.AddInput{SubjectID: "u", Namespace: "n", Key: "city", Value: json.RawMessage(`"Lisbon"`), Provenance: prov}); err != nil {
+		t.Fatal(err)
+	}
+	for mode, want := range map[string]string{"": memory.ModeFulltext, memory.ModeHybrid: memory.ModeHybrid} {
+		res, err := eng.Memory.Search(ctx, "t", memory.SearchQuery{Query: "which city", SubjectID: "u", Mode: mode})
+		if err != nil || res.Mode != want || len(res.Items) != 1 {
+			t.Fatalf("mode %q: %+v %v, want mode %s and the claim", mode, res, err, want)
+		}
+	}
+}

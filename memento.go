@@ -401,6 +401,9 @@ func memoryDefaults(o memory.Options) memory.Options {
 	if o.Embedder == nil {
 		o.Embedder = hashembed.New(hashembed.DefaultDim)
 	}
+	if _, hashed := o.Embedder.(*hashembed.Embedder); hashed && o.DefaultMode == "" {
+		o.DefaultMode = memory.ModeFulltext // see memory.Options.DefaultMode
+	}
 	if o.Extractor == nil {
 		o.Extractor = extract.Rules{}
 	}

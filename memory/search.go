@@ -87,6 +87,9 @@ func (s *Service) Search(ctx context.Context, tenantID string, q SearchQuery) (S
 		return SearchResult{}, fmt.Errorf("%w: half-life must not be negative", ErrInvalidInput)
 	}
 	mode := q.Mode
+	if mode == "" {
+		mode = s.opts.DefaultMode
+	}
 	switch mode {
 	case "":
 		mode = ModeHybrid
