@@ -50,16 +50,19 @@ func recordInvalidation(ctx context.Context, tx *sql.Tx, ev retrieval.Invalidati
 // how many there were.
 func dropDocumentRows(ctx context.Context, tx *sql.Tx, tenantID, documentID string) (int, error) {
 	n := 0
+	// INDEXED BY: without statistics the planner takes the primary key's
+	// tenant prefix, a scan of the tenant's every chunk per write (it made
+	// ingestion quadratic: 3 of every 4 ms of a put at 4k chunks).
 	res, err := tx.ExecContext(ctx, `DELETE FROM retrieval_fts WHERE rowid IN (SELECT fts_rowid FROM retrieval_chunks
-		WHERE tenant_id = ? AND document_id = ? AND fts_rowid IS NOT NULL)`, tenantID, documentID)
+		INDEXED BY retrieval_chunks_document WHERE tenant_id = ? AND document_id = ? AND fts_rowid IS NOT NULL)`, tenantID, documentID)
 	if err != nil {
 		return 0, fmt.Errorf("drop full text: %w", err)
 	}
 	k, _ := res.RowsAffected()
 	n += int(k)
 	for _, q := range []string{
-		`DELETE FROM retrieval_chunks WHERE tenant_id = ? AND document_id = ?`,
-		`DELETE FROM retrieval_vectors WHERE tenant_id = ? AND document_id = ?`,
+		`DELETE FROM retrieval_chunks INDEXED BY retrieval_chunks_document WHERE tenant_id = ? AND document_id = ?`,
+		`DELETE FROM retrieval_vectors INDEXED BY retrieval_vectors_document WHERE tenant_id = ? AND document_id = ?`,
 		`DELETE FROM retrieval_acl WHERE tenant_id = ? AND document_id = ?`,
 	} {
 		res, err := tx.ExecContext(ctx, q, tenantID, documentID)
