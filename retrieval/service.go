@@ -48,13 +48,18 @@ type Options struct {
 	SnapshotRetention time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// IndexTenants is how many tenants' in-process indexes (full text and
+	// vectors) the Service keeps, least recently used dropped first
+	// (DefaultIndexTenants when zero). Negative keeps none: full text then
+	// ranks in the store (Store.SearchText) and there is no vector search.
+	IndexTenants int
 }
 
 // Service is retrieval with provenance over a Store.
 type Service struct {
-	store   Store
-	opts    Options
-	vectors *vectorCache
+	store Store
+	opts  Options
+	index *indexCache // nil: rank in the store
 }
 
 // NewService returns a service over store.
@@ -71,9 +76,12 @@ func NewService(store Store, opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.IndexTenants == 0 {
+		opts.IndexTenants = DefaultIndexTenants
+	}
 	s := &Service{store: store, opts: opts}
-	if opts.Embedder != nil {
-		s.vectors = newVectorCache(store, opts.Embedder, 256)
+	if opts.IndexTenants > 0 {
+		s.index = newIndexCache(store, opts.Embedder, opts.IndexTenants)
 	}
 	return s
 }
@@ -197,8 +205,8 @@ func (s *Service) put(ctx context.Context, tenantID string, r PutRequest, acl []
 	}
 	d.Chunks = len(chunks)
 	p.Document, p.Chunks = d, chunks
-	if s.vectors != nil && len(chunks) > 0 {
-		if p.Vectors, err = s.vectors.embed(ctx, chunks, acl); err != nil {
+	if s.index != nil && s.opts.Embedder != nil && len(chunks) > 0 {
+		if p.Vectors, err = s.index.embed(ctx, chunks, acl); err != nil {
 			return Document{}, false, err
 		}
 	}
@@ -283,9 +291,10 @@ func QueryDigest(r RetrieveRequest) string {
 }
 
 // Retrieve ranks the chunks r.Principal may read by hybrid search (full
-// text in the store, vectors in process, fused by reciprocal rank), with the
-// ACL applied before ranking in both; re-checks every hit against the store
-// as its text is read; and stores the answer as a snapshot.
+// text and vectors in the in-process index, fused by reciprocal rank; or
+// full text in the store when the Service keeps no index), with the ACL
+// applied before ranking; re-checks the best hits against the store as
+// their texts are read (only theirs); and stores the answer as a snapshot.
 func (s *Service) Retrieve(ctx context.Context, tenantID string, r RetrieveRequest) (Snapshot, error) {
 	if tenantID == "" {
 		return Snapshot{}, fmt.Errorf("%w: tenant is required", ErrInvalidInput)
@@ -309,51 +318,75 @@ func (s *Service) Retrieve(ctx context.Context, tenantID string, r RetrieveReque
 		return Snapshot{}, fmt.Errorf("read index version: %w", err)
 	}
 	pool := max(4*r.K, 50)
-	text, err := s.store.SearchText(ctx, TextQuery{TenantID: tenantID, Principal: r.Principal, Terms: search.Terms(r.Query), Limit: pool, NotBefore: nb})
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("search text: %w", err)
-	}
-	lists := [][]search.Ranked{toRanked(text)}
-	if s.vectors != nil {
+	var lists [][]search.Ranked
+	if s.index == nil {
+		text, err := s.store.SearchText(ctx, TextQuery{TenantID: tenantID, Principal: r.Principal, Terms: search.Terms(r.Query), Limit: pool, NotBefore: nb})
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("search text: %w", err)
+		}
+		lists = append(lists, toRanked(text))
+	} else {
+		// Groups are read now, from the store: a membership change holds
+		// for the very next retrieval, on every instance.
 		groups, err := s.store.Groups(ctx, tenantID, r.Principal)
 		if err != nil {
 			return Snapshot{}, fmt.Errorf("resolve groups: %w", err)
 		}
-		vec, err := s.vectors.search(ctx, tenantID, Entries(r.Principal, groups), r.Query, pool)
+		var qv []float32
+		if s.opts.Embedder != nil {
+			vs, err := s.opts.Embedder.Embed(ctx, []string{r.Query})
+			if err != nil {
+				return Snapshot{}, fmt.Errorf("embed query: %w", err)
+			}
+			if len(vs) != 1 || len(vs[0]) == 0 {
+				return Snapshot{}, fmt.Errorf("embed query: the embedder returned %d vectors, not one", len(vs))
+			}
+			qv = vs[0]
+		}
+		text, vec, err := s.index.search(ctx, tenantID, version, Entries(r.Principal, groups), search.Analyze(r.Query), qv, pool)
 		if err != nil {
 			return Snapshot{}, err
 		}
-		lists = append(lists, vec)
+		lists = append(lists, text)
+		if qv != nil {
+			lists = append(lists, vec)
+		}
 	}
 	fused := search.RRF(0, nil, lists...)
 	if len(fused) > pool {
 		fused = fused[:pool]
 	}
-	ids := make([]string, len(fused))
-	for i, f := range fused {
-		ids[i] = f.ID
-	}
-	// The re-check: ACL, TTL and existence again, in the store, as the
-	// texts are read. A hit that fails it is dropped, never shown.
-	chunks, err := s.store.ReadableChunks(ctx, tenantID, r.Principal, ids, nb)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("read chunks: %w", err)
-	}
-	byID := make(map[string]Chunk, len(chunks))
-	for _, c := range chunks {
-		byID[c.ChunkID] = c
-	}
 	snap := Snapshot{TenantID: tenantID, SnapshotID: "snap_" + uuid.NewString(), QueryDigest: QueryDigest(r),
 		IndexVersion: version, Principal: r.Principal, K: r.K, CreatedAt: now, Hits: []Hit{}}
-	for _, f := range fused {
-		c, ok := byID[f.ID]
-		if !ok {
-			continue
+	// The re-check: ACL, TTL and existence again, in the store, as the
+	// texts are read, best first and only as many as still needed (the
+	// batch doubles when some fail, as expired ones do). A hit that fails
+	// it is dropped, never shown.
+	for next, batch := 0, r.K; next < len(fused) && len(snap.Hits) < r.K; batch *= 2 {
+		part := fused[next:min(len(fused), next+batch)]
+		next += len(part)
+		ids := make([]string, len(part))
+		for i, f := range part {
+			ids[i] = f.ID
 		}
-		snap.Hits = append(snap.Hits, Hit{DocumentID: c.DocumentID, SourceURI: c.SourceURI, SourceVersion: c.SourceVersion,
-			Version: c.Version, ChunkID: c.ChunkID, ContentDigest: c.Digest, RetrievedAt: now, Score: f.Score, Text: c.Text})
-		if len(snap.Hits) == r.K {
-			break
+		chunks, err := s.store.ReadableChunks(ctx, tenantID, r.Principal, ids, nb)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("read chunks: %w", err)
+		}
+		byID := make(map[string]Chunk, len(chunks))
+		for _, c := range chunks {
+			byID[c.ChunkID] = c
+		}
+		for _, f := range part {
+			c, ok := byID[f.ID]
+			if !ok {
+				continue
+			}
+			snap.Hits = append(snap.Hits, Hit{DocumentID: c.DocumentID, SourceURI: c.SourceURI, SourceVersion: c.SourceVersion,
+				Version: c.Version, ChunkID: c.ChunkID, ContentDigest: c.Digest, RetrievedAt: now, Score: f.Score, Text: c.Text})
+			if len(snap.Hits) == r.K {
+				break
+			}
 		}
 	}
 	if err := s.store.PutSnapshot(ctx, snap); err != nil {

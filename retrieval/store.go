@@ -54,11 +54,14 @@ type Store interface {
 	// hit passes before its text leaves the store.
 	ReadableChunks(ctx context.Context, tenantID, principal string, ids []string, notBefore time.Time) ([]Chunk, error)
 
-	// Vectors returns the vector rows under model written at an index
-	// version greater than afterVersion, the invalidations after it (so a
-	// cache drops the chunks they name), and the index version when read,
-	// as one snapshot.
-	Vectors(ctx context.Context, tenantID, model string, afterVersion int64) ([]Vector, []Invalidation, int64, error)
+	// IndexRows returns the live chunks written at an index version
+	// greater than afterVersion, each with its document's version and ACL,
+	// its terms and, when model is not empty, its vector under model (nil
+	// when it has none); the invalidations after afterVersion (so a cache
+	// drops the documents they name); and the index version when read, as
+	// one snapshot. It reads terms, not texts (Text only for a chunk stored
+	// without terms).
+	IndexRows(ctx context.Context, tenantID, model string, afterVersion int64) ([]IndexRow, []Invalidation, int64, error)
 
 	// IndexVersion is the tenant's change counter (0 before any change).
 	IndexVersion(ctx context.Context, tenantID string) (int64, error)
@@ -100,6 +103,20 @@ type TextQuery struct {
 	Terms     []string
 	Limit     int
 	NotBefore time.Time
+}
+
+// IndexRow is one live chunk as the in-process index loads it.
+type IndexRow struct {
+	ChunkID    string
+	DocumentID string
+	Version    int64 // of the document
+	ACL        []string
+	Terms      string // EncodeTerms of the chunk's text
+	// Text is set only for a chunk stored without terms (written before
+	// the stores kept them); the index derives them from it.
+	Text         string
+	Vector       []float32
+	IndexVersion int64 // the tenant's index version when the chunk was written
 }
 
 // Scored is a chunk id with a score from one ranking.
