@@ -1,7 +1,6 @@
 package retrieval
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"math"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/viterin/vek/vek32"
 
 	"github.com/mementohq/memento/llm"
@@ -79,15 +79,12 @@ func decodeTerms(s string, fn func(term string, tf int)) {
 type indexCache struct {
 	store    Store
 	embedder llm.Embedder // nil: full text only
-	max      int
-
-	mu      sync.Mutex
-	entries map[string]*list.Element
-	lru     *list.List
+	entries  *lru.Cache[string, *tenantIndex]
 }
 
-func newIndexCache(store Store, e llm.Embedder, max int) *indexCache {
-	return &indexCache{store: store, embedder: e, max: max, entries: map[string]*list.Element{}, lru: list.New()}
+func newIndexCache(store Store, e llm.Embedder, size int) *indexCache {
+	c, _ := lru.New[string, *tenantIndex](size) // errors only for size <= 0
+	return &indexCache{store: store, embedder: e, entries: c}
 }
 
 func (c *indexCache) model() string {
@@ -98,40 +95,14 @@ func (c *indexCache) model() string {
 }
 
 func (c *indexCache) tenant(tenant string) *tenantIndex {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[tenant]; ok {
-		c.lru.MoveToFront(el)
-		return el.Value.(*tenantIndex)
+	if x, ok := c.entries.Get(tenant); ok {
+		return x
 	}
 	x := newTenantIndex(tenant)
-	c.entries[tenant] = c.lru.PushFront(x)
-	for c.lru.Len() > c.max {
-		old := c.lru.Back()
-		c.lru.Remove(old)
-		delete(c.entries, old.Value.(*tenantIndex).tenant)
+	if prev, ok, _ := c.entries.PeekOrAdd(tenant, x); ok {
+		return prev // another search made it first
 	}
 	return x
-}
-
-// embed computes the vectors of a document version's chunks.
-func (c *indexCache) embed(ctx context.Context, chunks []Chunk, acl []string) ([]Vector, error) {
-	texts := make([]string, len(chunks))
-	for i, ch := range chunks {
-		texts[i] = ch.Text
-	}
-	vs, err := c.embedder.Embed(ctx, texts)
-	if err != nil {
-		return nil, fmt.Errorf("embed %d chunks: %w", len(chunks), err)
-	}
-	if len(vs) != len(chunks) {
-		return nil, fmt.Errorf("embed %d chunks: the embedder returned %d vectors", len(chunks), len(vs))
-	}
-	out := make([]Vector, len(chunks))
-	for i, ch := range chunks {
-		out[i] = Vector{ChunkID: ch.ChunkID, DocumentID: ch.DocumentID, Model: c.embedder.Model(), Values: vs[i], ACL: acl}
-	}
-	return out, nil
 }
 
 // search ranks the chunks entries may read in the tenant's index, brought

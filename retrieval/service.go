@@ -205,8 +205,9 @@ func (s *Service) put(ctx context.Context, tenantID string, r PutRequest, acl []
 	}
 	d.Chunks = len(chunks)
 	p.Document, p.Chunks = d, chunks
-	if s.index != nil && s.opts.Embedder != nil && len(chunks) > 0 {
-		if p.Vectors, err = s.index.embed(ctx, chunks, acl); err != nil {
+	// Vectors are written even by an instance that keeps no index: another may.
+	if s.opts.Embedder != nil && len(chunks) > 0 {
+		if p.Vectors, err = s.embed(ctx, chunks, acl); err != nil {
 			return Document{}, false, err
 		}
 	}
@@ -214,6 +215,26 @@ func (s *Service) put(ctx context.Context, tenantID string, r PutRequest, acl []
 		return Document{}, false, fmt.Errorf("store document %s: %w", d.DocumentID, err)
 	}
 	return d, !exists, nil
+}
+
+// embed computes the vectors of a document version's chunks.
+func (s *Service) embed(ctx context.Context, chunks []Chunk, acl []string) ([]Vector, error) {
+	texts := make([]string, len(chunks))
+	for i, ch := range chunks {
+		texts[i] = ch.Text
+	}
+	vs, err := s.opts.Embedder.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("embed %d chunks: %w", len(chunks), err)
+	}
+	if len(vs) != len(chunks) {
+		return nil, fmt.Errorf("embed %d chunks: the embedder returned %d vectors", len(chunks), len(vs))
+	}
+	out := make([]Vector, len(chunks))
+	for i, ch := range chunks {
+		out[i] = Vector{ChunkID: ch.ChunkID, DocumentID: ch.DocumentID, Model: s.opts.Embedder.Model(), Values: vs[i], ACL: acl}
+	}
+	return out, nil
 }
 
 // Get returns the current version of a document.
@@ -317,61 +338,106 @@ func (s *Service) Retrieve(ctx context.Context, tenantID string, r RetrieveReque
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("read index version: %w", err)
 	}
-	pool := max(4*r.K, 50)
-	var lists [][]search.Ranked
-	if s.index == nil {
-		text, err := s.store.SearchText(ctx, TextQuery{TenantID: tenantID, Principal: r.Principal, Terms: search.Terms(r.Query), Limit: pool, NotBefore: nb})
-		if err != nil {
-			return Snapshot{}, fmt.Errorf("search text: %w", err)
-		}
-		lists = append(lists, toRanked(text))
-	} else {
-		// Groups are read now, from the store: a membership change holds
-		// for the very next retrieval, on every instance.
-		groups, err := s.store.Groups(ctx, tenantID, r.Principal)
-		if err != nil {
-			return Snapshot{}, fmt.Errorf("resolve groups: %w", err)
-		}
-		var qv []float32
-		if s.opts.Embedder != nil {
-			vs, err := s.opts.Embedder.Embed(ctx, []string{r.Query})
-			if err != nil {
-				return Snapshot{}, fmt.Errorf("embed query: %w", err)
-			}
-			if len(vs) != 1 || len(vs[0]) == 0 {
-				return Snapshot{}, fmt.Errorf("embed query: the embedder returned %d vectors, not one", len(vs))
-			}
-			qv = vs[0]
-		}
-		text, vec, err := s.index.search(ctx, tenantID, version, Entries(r.Principal, groups), search.Analyze(r.Query), qv, pool)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		lists = append(lists, text)
-		if qv != nil {
-			lists = append(lists, vec)
-		}
-	}
-	fused := search.RRF(0, nil, lists...)
-	if len(fused) > pool {
-		fused = fused[:pool]
+	rank, err := s.ranker(ctx, tenantID, r, version, nb)
+	if err != nil {
+		return Snapshot{}, err
 	}
 	snap := Snapshot{TenantID: tenantID, SnapshotID: "snap_" + uuid.NewString(), QueryDigest: QueryDigest(r),
 		IndexVersion: version, Principal: r.Principal, K: r.K, CreatedAt: now, Hits: []Hit{}}
-	// The re-check: ACL, TTL and existence again, in the store, as the
-	// texts are read, best first and only as many as still needed (the
-	// batch doubles when some fail, as expired ones do). A hit that fails
-	// it is dropped, never shown.
-	for next, batch := 0, r.K; next < len(fused) && len(snap.Hits) < r.K; batch *= 2 {
-		part := fused[next:min(len(fused), next+batch)]
+	// The best pool candidates are re-checked; when too few pass (expired
+	// under a TTL, or changed since the ranking) and a list was cut at the
+	// pool, the ranking widens, four times at a step, up to 16 pools.
+	pool := max(4*r.K, 50)
+	checked := map[string]bool{}
+	for n := pool; ; n *= 4 {
+		lists, err := rank(n)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		cut := false
+		for _, l := range lists {
+			cut = cut || len(l) >= n
+		}
+		fused := search.RRF(0, nil, lists...)
+		var cands []search.Fused
+		for _, f := range fused[:min(len(fused), n)] {
+			if !checked[f.ID] {
+				checked[f.ID] = true
+				cands = append(cands, f)
+			}
+		}
+		if snap.Hits, err = s.recheck(ctx, tenantID, r.Principal, nb, now, cands, r.K, snap.Hits); err != nil {
+			return Snapshot{}, err
+		}
+		if len(snap.Hits) == r.K || !cut || n >= 16*pool {
+			break
+		}
+	}
+	if err := s.store.PutSnapshot(ctx, snap); err != nil {
+		return Snapshot{}, fmt.Errorf("store snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+// ranker resolves what a retrieval ranks by (the principal's groups, the
+// query's terms and vector) once, and returns the ranking of the best n
+// per list: in the in-process index, or full text in the store.
+func (s *Service) ranker(ctx context.Context, tenantID string, r RetrieveRequest, version int64, nb time.Time) (func(n int) ([][]search.Ranked, error), error) {
+	if s.index == nil {
+		return func(n int) ([][]search.Ranked, error) {
+			text, err := s.store.SearchText(ctx, TextQuery{TenantID: tenantID, Principal: r.Principal, Terms: search.Terms(r.Query), Limit: n, NotBefore: nb})
+			if err != nil {
+				return nil, fmt.Errorf("search text: %w", err)
+			}
+			return [][]search.Ranked{toRanked(text)}, nil
+		}, nil
+	}
+	// Groups are read now, from the store: a membership change holds for
+	// the very next retrieval, on every instance.
+	groups, err := s.store.Groups(ctx, tenantID, r.Principal)
+	if err != nil {
+		return nil, fmt.Errorf("resolve groups: %w", err)
+	}
+	entries, terms := Entries(r.Principal, groups), search.Analyze(r.Query)
+	var qv []float32
+	if s.opts.Embedder != nil {
+		vs, err := s.opts.Embedder.Embed(ctx, []string{r.Query})
+		if err != nil {
+			return nil, fmt.Errorf("embed query: %w", err)
+		}
+		if len(vs) != 1 || len(vs[0]) == 0 {
+			return nil, fmt.Errorf("embed query: the embedder returned %d vectors, not one", len(vs))
+		}
+		qv = vs[0]
+	}
+	return func(n int) ([][]search.Ranked, error) {
+		text, vec, err := s.index.search(ctx, tenantID, version, entries, terms, qv, n)
+		if err != nil {
+			return nil, err
+		}
+		if qv == nil {
+			return [][]search.Ranked{text}, nil
+		}
+		return [][]search.Ranked{text, vec}, nil
+	}, nil
+}
+
+// recheck is the re-check: ACL, TTL and existence again, in the store, as
+// the texts are read, best candidate first and only as many as still
+// needed for k hits (the batch doubles when some fail). A candidate that
+// fails it is dropped, never shown. It returns hits with the passing ones
+// appended.
+func (s *Service) recheck(ctx context.Context, tenantID, principal string, nb, now time.Time, cands []search.Fused, k int, hits []Hit) ([]Hit, error) {
+	for next, batch := 0, k-len(hits); next < len(cands) && len(hits) < k; batch *= 2 {
+		part := cands[next:min(len(cands), next+batch)]
 		next += len(part)
 		ids := make([]string, len(part))
 		for i, f := range part {
 			ids[i] = f.ID
 		}
-		chunks, err := s.store.ReadableChunks(ctx, tenantID, r.Principal, ids, nb)
+		chunks, err := s.store.ReadableChunks(ctx, tenantID, principal, ids, nb)
 		if err != nil {
-			return Snapshot{}, fmt.Errorf("read chunks: %w", err)
+			return nil, fmt.Errorf("read chunks: %w", err)
 		}
 		byID := make(map[string]Chunk, len(chunks))
 		for _, c := range chunks {
@@ -382,17 +448,14 @@ func (s *Service) Retrieve(ctx context.Context, tenantID string, r RetrieveReque
 			if !ok {
 				continue
 			}
-			snap.Hits = append(snap.Hits, Hit{DocumentID: c.DocumentID, SourceURI: c.SourceURI, SourceVersion: c.SourceVersion,
+			hits = append(hits, Hit{DocumentID: c.DocumentID, SourceURI: c.SourceURI, SourceVersion: c.SourceVersion,
 				Version: c.Version, ChunkID: c.ChunkID, ContentDigest: c.Digest, RetrievedAt: now, Score: f.Score, Text: c.Text})
-			if len(snap.Hits) == r.K {
+			if len(hits) == k {
 				break
 			}
 		}
 	}
-	if err := s.store.PutSnapshot(ctx, snap); err != nil {
-		return Snapshot{}, fmt.Errorf("store snapshot: %w", err)
-	}
-	return snap, nil
+	return hits, nil
 }
 
 func toRanked(ss []Scored) []search.Ranked {

@@ -9,7 +9,7 @@ import (
 // ACL), group membership, stored snapshots with their texts by digest, and
 // invalidation events. Every method is scoped by tenant first. Every change
 // moves the tenant's index version in the same transaction, so an
-// in-process cache (the vector index) can tell it is stale with one cheap
+// in-process index (the Service's) can tell it is stale with one cheap
 // read, on any instance. Times have microsecond precision. Implementations
 // live under store/ and pass storetest.RetrievalStoreSuite.
 type Store interface {
@@ -46,7 +46,8 @@ type Store interface {
 	// indexed at or after q.NotBefore, by full-text relevance to q.Terms
 	// (any term matches; BM25 or the backend's equivalent), best first, at
 	// most q.Limit. The ACL is part of the query: a chunk the principal may
-	// not read is never scored, counted or returned.
+	// not read is never scored, counted or returned. A Service ranks with
+	// it when it keeps no in-process index (Options.IndexTenants < 0).
 	SearchText(ctx context.Context, q TextQuery) ([]Scored, error)
 
 	// ReadableChunks returns the chunks among ids that principal may read

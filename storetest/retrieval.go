@@ -40,10 +40,16 @@ func RetrievalStoreSuite(t *testing.T, open func(t *testing.T) retrieval.Store) 
 		{"ConcurrentPuts", testRetConcurrentPuts},
 		{"ACLLeakProbe", testRetLeakProbe},
 		{"TwoInstances", testRetTwoInstances},
+		{"RetrieveWhileWriting", testRetRetrieveWhileWriting},
 	}
 	for _, m := range []retMode{{"InProcessIndex", 0}, {"StoreRanking", -1}} {
 		t.Run(m.name, func(t *testing.T) {
 			for _, tc := range tests {
+				if tc.name == "ACLLeakProbe" && m.indexTenants < 0 {
+					// Its every probe asks the store's full text (what this
+					// mode ranks by) directly: once, in the other mode, covers it.
+					continue
+				}
 				t.Run(tc.name, func(t *testing.T) {
 					tc.fn(t, open(t), m)
 				})
@@ -341,6 +347,16 @@ func testRetTTL(t *testing.T, s retrieval.Store, m retMode) {
 	if got := f.retrieve("user:a", "office hours", 5); len(got.Hits) != 1 {
 		t.Fatalf("refreshed: %+v", got.Hits)
 	}
+	// Expired documents that outrank the only fresh one, more of them
+	// than one ranking's candidates: the fresh one is still found.
+	for i := range 80 {
+		f.put(fmt.Sprintf("old%d", i), fmt.Sprintf("Office hours, office hours, office hours: notice %d.", i), "tenant")
+	}
+	f.advance(2 * time.Hour)
+	f.put("fresh", "The desk keeps office hours in the new building, where the lobby has a map of every floor.", "tenant")
+	if got := f.retrieve("user:a", "office hours", 1); len(got.Hits) != 1 || got.Hits[0].DocumentID != "fresh" {
+		t.Fatalf("behind 80 expired documents: %+v", got.Hits)
+	}
 }
 
 func testRetRetention(t *testing.T, s retrieval.Store, m retMode) {
@@ -461,8 +477,9 @@ func testRetLeakProbe(t *testing.T, s retrieval.Store, m retMode) {
 		return out
 	}
 	// Every probe asks the store's full text directly, with no limit; every
-	// fifth re-checks every chunk id ever written, live or stale; every
-	// tenth retrieves through the service (hybrid, snapshot stored).
+	// fifth re-checks every chunk id ever written, live or stale, and
+	// retrieves through the service (hybrid in the in-process index,
+	// snapshot stored).
 	leaks, hits, empty := 0, 0, 0
 	check := func(i int, u, q, what, doc, chunk string) {
 		hits++
@@ -499,13 +516,13 @@ func testRetLeakProbe(t *testing.T, s retrieval.Store, m retMode) {
 				check(i, u, q, "re-check", c.DocumentID, c.ChunkID)
 			}
 		}
-		if i%10 == 0 {
+		if i%5 == 0 {
 			for _, h := range f.retrieve(u, q, 1+rng.IntN(20)).Hits {
 				check(i, u, q, "retrieve", h.DocumentID, h.ChunkID)
 			}
 		}
 	}
-	t.Logf("ACL leak probe: %d random principal/query combinations (each a full-text query; every 5th a re-check over every chunk id ever written; every 10th a hybrid retrieve) by %d principals over %d documents and %d groups, %d hits checked, %d leaks",
+	t.Logf("ACL leak probe: %d random principal/query combinations (each a full-text query in the store; every 5th a re-check over every chunk id ever written and a hybrid retrieve through the in-process index) by %d principals over %d documents and %d groups, %d hits checked, %d leaks",
 		probes, users, docs, groups, hits, leaks)
 	if hits < probes {
 		t.Fatalf("only %d hits in %d probes (%d empty): the probe checks too little", hits, probes, empty)
@@ -552,5 +569,77 @@ func testRetTwoInstances(t *testing.T, s retrieval.Store, m retMode) {
 	}
 	if got := docIDs(a.retrieve("user:carol", "outages runbook commander", 10)); got["runbook"] {
 		t.Fatalf("deleted on the other instance, still served: %v", got)
+	}
+}
+
+// testRetRetrieveWhileWriting retrieves from several goroutines while
+// another rewrites and deletes documents (each index sync racing the
+// searches): no error, every hit's text matches its digest, and no hit
+// ever comes from a document the principal could never read.
+func testRetRetrieveWhileWriting(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{})
+	for i := range 10 {
+		f.put(fmt.Sprintf("a%d", i), fmt.Sprintf("Alpha report %d on refunds and invoices.", i), "user:a")
+		f.put(fmt.Sprintf("b%d", i), fmt.Sprintf("Bravo report %d on refunds and invoices.", i), "user:b")
+	}
+	stop := make(chan struct{})
+	writerErr := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				writerErr <- nil
+				return
+			default:
+			}
+			id := fmt.Sprintf("b%d", i%10)
+			var err error
+			if i%3 == 0 {
+				if _, err = f.svc.Delete(t.Context(), f.tenant, id); errors.Is(err, retrieval.ErrNotFound) {
+					err = nil
+				}
+			} else {
+				_, _, err = f.svc.Put(t.Context(), f.tenant, retrieval.PutRequest{DocumentID: id,
+					Content: fmt.Sprintf("Bravo report %d, version %d, on refunds.", i%10, i), ACL: []string{"user:b"}})
+			}
+			if err != nil {
+				writerErr <- err
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 30 {
+				snap, err := f.svc.Retrieve(t.Context(), f.tenant, retrieval.RetrieveRequest{Query: "report refunds invoices", Principal: "user:a", K: 20})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(snap.Hits) == 0 {
+					errs <- errors.New("user:a found none of its 10 documents")
+					return
+				}
+				for _, h := range snap.Hits {
+					if !strings.HasPrefix(h.DocumentID, "a") || h.ContentDigest != retrieval.Digest(h.Text) {
+						errs <- fmt.Errorf("user:a got %+v", h)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if err := <-writerErr; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
