@@ -96,7 +96,7 @@ func Chunks(d Document, size, overlap int) ([]Chunk, error) {
 	out := make([]Chunk, len(parts))
 	for i, p := range parts {
 		out[i] = Chunk{ChunkID: ChunkID(d.DocumentID, d.Version, i), DocumentID: d.DocumentID, Version: d.Version, N: i,
-			Text: p, Digest: Digest(p), SourceURI: d.SourceURI, SourceVersion: d.SourceVersion}
+			Text: p, Digest: Digest(p), SourceURI: d.SourceURI, SourceVersion: d.SourceVersion, Terms: EncodeTerms(p)}
 	}
 	return out, nil
 }

@@ -50,6 +50,9 @@ type Chunk struct {
 	Digest        string `json:"content_digest"`
 	SourceURI     string `json:"source_uri"`
 	SourceVersion string `json:"source_version"`
+	// Terms is EncodeTerms(Text), set by the Service when it writes the
+	// chunk: what the in-process full-text index loads.
+	Terms string `json:"-"`
 }
 
 // ChunkID names chunk n of a document version.
@@ -63,16 +66,14 @@ func Digest(text string) string {
 	return "sha256:" + hex.EncodeToString(h[:])
 }
 
-// Vector is a chunk's embedding under one model, with the ACL of its
-// document so an in-process index can filter before it ranks.
+// Vector is a chunk's embedding under one model, as written with its
+// document (and ACL).
 type Vector struct {
 	ChunkID    string
 	DocumentID string
 	Model      string
 	Values     []float32
 	ACL        []string
-	// IndexVersion is the tenant's index version when the row was written.
-	IndexVersion int64
 }
 
 // Hit is one retrieved chunk with its provenance.

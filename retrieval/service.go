@@ -48,13 +48,18 @@ type Options struct {
 	SnapshotRetention time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// IndexTenants is how many tenants' in-process indexes (full text and
+	// vectors) the Service keeps, least recently used dropped first
+	// (DefaultIndexTenants when zero). Negative keeps none: full text then
+	// ranks in the store (Store.SearchText) and there is no vector search.
+	IndexTenants int
 }
 
 // Service is retrieval with provenance over a Store.
 type Service struct {
-	store   Store
-	opts    Options
-	vectors *vectorCache
+	store Store
+	opts  Options
+	index *indexCache // nil: rank in the store
 }
 
 // NewService returns a service over store.
@@ -71,9 +76,12 @@ func NewService(store Store, opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.IndexTenants == 0 {
+		opts.IndexTenants = DefaultIndexTenants
+	}
 	s := &Service{store: store, opts: opts}
-	if opts.Embedder != nil {
-		s.vectors = newVectorCache(store, opts.Embedder, 256)
+	if opts.IndexTenants > 0 {
+		s.index = newIndexCache(store, opts.Embedder, opts.IndexTenants)
 	}
 	return s
 }
@@ -197,8 +205,9 @@ func (s *Service) put(ctx context.Context, tenantID string, r PutRequest, acl []
 	}
 	d.Chunks = len(chunks)
 	p.Document, p.Chunks = d, chunks
-	if s.vectors != nil && len(chunks) > 0 {
-		if p.Vectors, err = s.vectors.embed(ctx, chunks, acl); err != nil {
+	// Vectors are written even by an instance that keeps no index: another may.
+	if s.opts.Embedder != nil && len(chunks) > 0 {
+		if p.Vectors, err = s.embed(ctx, chunks, acl); err != nil {
 			return Document{}, false, err
 		}
 	}
@@ -206,6 +215,26 @@ func (s *Service) put(ctx context.Context, tenantID string, r PutRequest, acl []
 		return Document{}, false, fmt.Errorf("store document %s: %w", d.DocumentID, err)
 	}
 	return d, !exists, nil
+}
+
+// embed computes the vectors of a document version's chunks.
+func (s *Service) embed(ctx context.Context, chunks []Chunk, acl []string) ([]Vector, error) {
+	texts := make([]string, len(chunks))
+	for i, ch := range chunks {
+		texts[i] = ch.Text
+	}
+	vs, err := s.opts.Embedder.Embed(ctx, texts)
+	if err != nil {
+		return nil, fmt.Errorf("embed %d chunks: %w", len(chunks), err)
+	}
+	if len(vs) != len(chunks) {
+		return nil, fmt.Errorf("embed %d chunks: the embedder returned %d vectors", len(chunks), len(vs))
+	}
+	out := make([]Vector, len(chunks))
+	for i, ch := range chunks {
+		out[i] = Vector{ChunkID: ch.ChunkID, DocumentID: ch.DocumentID, Model: s.opts.Embedder.Model(), Values: vs[i], ACL: acl}
+	}
+	return out, nil
 }
 
 // Get returns the current version of a document.
@@ -283,9 +312,10 @@ func QueryDigest(r RetrieveRequest) string {
 }
 
 // Retrieve ranks the chunks r.Principal may read by hybrid search (full
-// text in the store, vectors in process, fused by reciprocal rank), with the
-// ACL applied before ranking in both; re-checks every hit against the store
-// as its text is read; and stores the answer as a snapshot.
+// text and vectors in the in-process index, fused by reciprocal rank; or
+// full text in the store when the Service keeps no index), with the ACL
+// applied before ranking; re-checks the best hits against the store as
+// their texts are read (only theirs); and stores the answer as a snapshot.
 func (s *Service) Retrieve(ctx context.Context, tenantID string, r RetrieveRequest) (Snapshot, error) {
 	if tenantID == "" {
 		return Snapshot{}, fmt.Errorf("%w: tenant is required", ErrInvalidInput)
@@ -308,51 +338,38 @@ func (s *Service) Retrieve(ctx context.Context, tenantID string, r RetrieveReque
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("read index version: %w", err)
 	}
-	pool := max(4*r.K, 50)
-	text, err := s.store.SearchText(ctx, TextQuery{TenantID: tenantID, Principal: r.Principal, Terms: search.Terms(r.Query), Limit: pool, NotBefore: nb})
+	rank, err := s.ranker(ctx, tenantID, r, version, nb)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("search text: %w", err)
-	}
-	lists := [][]search.Ranked{toRanked(text)}
-	if s.vectors != nil {
-		groups, err := s.store.Groups(ctx, tenantID, r.Principal)
-		if err != nil {
-			return Snapshot{}, fmt.Errorf("resolve groups: %w", err)
-		}
-		vec, err := s.vectors.search(ctx, tenantID, Entries(r.Principal, groups), r.Query, pool)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		lists = append(lists, vec)
-	}
-	fused := search.RRF(0, nil, lists...)
-	if len(fused) > pool {
-		fused = fused[:pool]
-	}
-	ids := make([]string, len(fused))
-	for i, f := range fused {
-		ids[i] = f.ID
-	}
-	// The re-check: ACL, TTL and existence again, in the store, as the
-	// texts are read. A hit that fails it is dropped, never shown.
-	chunks, err := s.store.ReadableChunks(ctx, tenantID, r.Principal, ids, nb)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("read chunks: %w", err)
-	}
-	byID := make(map[string]Chunk, len(chunks))
-	for _, c := range chunks {
-		byID[c.ChunkID] = c
+		return Snapshot{}, err
 	}
 	snap := Snapshot{TenantID: tenantID, SnapshotID: "snap_" + uuid.NewString(), QueryDigest: QueryDigest(r),
 		IndexVersion: version, Principal: r.Principal, K: r.K, CreatedAt: now, Hits: []Hit{}}
-	for _, f := range fused {
-		c, ok := byID[f.ID]
-		if !ok {
-			continue
+	// The best pool candidates are re-checked; when too few pass (expired
+	// under a TTL, or changed since the ranking) and a list was cut at the
+	// pool, the ranking widens, four times at a step, up to 16 pools.
+	pool := max(4*r.K, 50)
+	checked := map[string]bool{}
+	for n := pool; ; n *= 4 {
+		lists, err := rank(n)
+		if err != nil {
+			return Snapshot{}, err
 		}
-		snap.Hits = append(snap.Hits, Hit{DocumentID: c.DocumentID, SourceURI: c.SourceURI, SourceVersion: c.SourceVersion,
-			Version: c.Version, ChunkID: c.ChunkID, ContentDigest: c.Digest, RetrievedAt: now, Score: f.Score, Text: c.Text})
-		if len(snap.Hits) == r.K {
+		cut := false
+		for _, l := range lists {
+			cut = cut || len(l) >= n
+		}
+		fused := search.RRF(0, nil, lists...)
+		var cands []search.Fused
+		for _, f := range fused[:min(len(fused), n)] {
+			if !checked[f.ID] {
+				checked[f.ID] = true
+				cands = append(cands, f)
+			}
+		}
+		if snap.Hits, err = s.recheck(ctx, tenantID, r.Principal, nb, now, cands, r.K, snap.Hits); err != nil {
+			return Snapshot{}, err
+		}
+		if len(snap.Hits) == r.K || !cut || n >= 16*pool {
 			break
 		}
 	}
@@ -360,6 +377,85 @@ func (s *Service) Retrieve(ctx context.Context, tenantID string, r RetrieveReque
 		return Snapshot{}, fmt.Errorf("store snapshot: %w", err)
 	}
 	return snap, nil
+}
+
+// ranker resolves what a retrieval ranks by (the principal's groups, the
+// query's terms and vector) once, and returns the ranking of the best n
+// per list: in the in-process index, or full text in the store.
+func (s *Service) ranker(ctx context.Context, tenantID string, r RetrieveRequest, version int64, nb time.Time) (func(n int) ([][]search.Ranked, error), error) {
+	if s.index == nil {
+		return func(n int) ([][]search.Ranked, error) {
+			text, err := s.store.SearchText(ctx, TextQuery{TenantID: tenantID, Principal: r.Principal, Terms: search.Terms(r.Query), Limit: n, NotBefore: nb})
+			if err != nil {
+				return nil, fmt.Errorf("search text: %w", err)
+			}
+			return [][]search.Ranked{toRanked(text)}, nil
+		}, nil
+	}
+	// Groups are read now, from the store: a membership change holds for
+	// the very next retrieval, on every instance.
+	groups, err := s.store.Groups(ctx, tenantID, r.Principal)
+	if err != nil {
+		return nil, fmt.Errorf("resolve groups: %w", err)
+	}
+	entries, terms := Entries(r.Principal, groups), search.Analyze(r.Query)
+	var qv []float32
+	if s.opts.Embedder != nil {
+		vs, err := s.opts.Embedder.Embed(ctx, []string{r.Query})
+		if err != nil {
+			return nil, fmt.Errorf("embed query: %w", err)
+		}
+		if len(vs) != 1 || len(vs[0]) == 0 {
+			return nil, fmt.Errorf("embed query: the embedder returned %d vectors, not one", len(vs))
+		}
+		qv = vs[0]
+	}
+	return func(n int) ([][]search.Ranked, error) {
+		text, vec, err := s.index.search(ctx, tenantID, version, entries, terms, qv, n)
+		if err != nil {
+			return nil, err
+		}
+		if qv == nil {
+			return [][]search.Ranked{text}, nil
+		}
+		return [][]search.Ranked{text, vec}, nil
+	}, nil
+}
+
+// recheck is the re-check: ACL, TTL and existence again, in the store, as
+// the texts are read, best candidate first and only as many as still
+// needed for k hits (the batch doubles when some fail). A candidate that
+// fails it is dropped, never shown. It returns hits with the passing ones
+// appended.
+func (s *Service) recheck(ctx context.Context, tenantID, principal string, nb, now time.Time, cands []search.Fused, k int, hits []Hit) ([]Hit, error) {
+	for next, batch := 0, k-len(hits); next < len(cands) && len(hits) < k; batch *= 2 {
+		part := cands[next:min(len(cands), next+batch)]
+		next += len(part)
+		ids := make([]string, len(part))
+		for i, f := range part {
+			ids[i] = f.ID
+		}
+		chunks, err := s.store.ReadableChunks(ctx, tenantID, principal, ids, nb)
+		if err != nil {
+			return nil, fmt.Errorf("read chunks: %w", err)
+		}
+		byID := make(map[string]Chunk, len(chunks))
+		for _, c := range chunks {
+			byID[c.ChunkID] = c
+		}
+		for _, f := range part {
+			c, ok := byID[f.ID]
+			if !ok {
+				continue
+			}
+			hits = append(hits, Hit{DocumentID: c.DocumentID, SourceURI: c.SourceURI, SourceVersion: c.SourceVersion,
+				Version: c.Version, ChunkID: c.ChunkID, ContentDigest: c.Digest, RetrievedAt: now, Score: f.Score, Text: c.Text})
+			if len(hits) == k {
+				break
+			}
+		}
+	}
+	return hits, nil
 }
 
 func toRanked(ss []Scored) []search.Ranked {

@@ -9,7 +9,7 @@ import (
 // ACL), group membership, stored snapshots with their texts by digest, and
 // invalidation events. Every method is scoped by tenant first. Every change
 // moves the tenant's index version in the same transaction, so an
-// in-process cache (the vector index) can tell it is stale with one cheap
+// in-process index (the Service's) can tell it is stale with one cheap
 // read, on any instance. Times have microsecond precision. Implementations
 // live under store/ and pass storetest.RetrievalStoreSuite.
 type Store interface {
@@ -46,7 +46,8 @@ type Store interface {
 	// indexed at or after q.NotBefore, by full-text relevance to q.Terms
 	// (any term matches; BM25 or the backend's equivalent), best first, at
 	// most q.Limit. The ACL is part of the query: a chunk the principal may
-	// not read is never scored, counted or returned.
+	// not read is never scored, counted or returned. A Service ranks with
+	// it when it keeps no in-process index (Options.IndexTenants < 0).
 	SearchText(ctx context.Context, q TextQuery) ([]Scored, error)
 
 	// ReadableChunks returns the chunks among ids that principal may read
@@ -54,11 +55,14 @@ type Store interface {
 	// hit passes before its text leaves the store.
 	ReadableChunks(ctx context.Context, tenantID, principal string, ids []string, notBefore time.Time) ([]Chunk, error)
 
-	// Vectors returns the vector rows under model written at an index
-	// version greater than afterVersion, the invalidations after it (so a
-	// cache drops the chunks they name), and the index version when read,
-	// as one snapshot.
-	Vectors(ctx context.Context, tenantID, model string, afterVersion int64) ([]Vector, []Invalidation, int64, error)
+	// IndexRows returns the live chunks written at an index version
+	// greater than afterVersion, each with its document's version and ACL,
+	// its terms and, when model is not empty, its vector under model (nil
+	// when it has none); the invalidations after afterVersion (so a cache
+	// drops the documents they name); and the index version when read, as
+	// one snapshot. It reads terms, not texts (Text only for a chunk stored
+	// without terms).
+	IndexRows(ctx context.Context, tenantID, model string, afterVersion int64) ([]IndexRow, []Invalidation, int64, error)
 
 	// IndexVersion is the tenant's change counter (0 before any change).
 	IndexVersion(ctx context.Context, tenantID string) (int64, error)
@@ -100,6 +104,20 @@ type TextQuery struct {
 	Terms     []string
 	Limit     int
 	NotBefore time.Time
+}
+
+// IndexRow is one live chunk as the in-process index loads it.
+type IndexRow struct {
+	ChunkID    string
+	DocumentID string
+	Version    int64 // of the document
+	ACL        []string
+	Terms      string // EncodeTerms of the chunk's text
+	// Text is set only for a chunk stored without terms (written before
+	// the stores kept them); the index derives them from it.
+	Text         string
+	Vector       []float32
+	IndexVersion int64 // the tenant's index version when the chunk was written
 }
 
 // Scored is a chunk id with a score from one ranking.

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 	"unicode"
-
-	"github.com/kljensen/snowball/english"
 )
 
 // BM25 parameters: the usual defaults (Robertson; Lucene and FTS5 use them).
@@ -24,7 +22,7 @@ func Tokens(text string) []string {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	})
 	for i, w := range words {
-		words[i] = english.Stem(w, true)
+		words[i] = stem(w)
 	}
 	return words
 }

@@ -20,10 +20,14 @@ import (
 // snapshots, ACL and groups, tenant isolation, deletion down to the last
 // projection row, invalidation events, TTL, snapshot retention, and an ACL
 // leak probe over random principals, documents and queries.
+//
+// Every test runs twice: with the Service's in-process index (full text
+// and vectors ranked in process, the default) and with none (full text
+// ranked in the store by SearchText).
 func RetrievalStoreSuite(t *testing.T, open func(t *testing.T) retrieval.Store) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s retrieval.Store)
+		fn   func(t *testing.T, s retrieval.Store, m retMode)
 	}{
 		{"PutRetrieveProvenance", testRetProvenance},
 		{"NewVersionKeepsSnapshot", testRetNewVersion},
@@ -35,12 +39,29 @@ func RetrievalStoreSuite(t *testing.T, open func(t *testing.T) retrieval.Store) 
 		{"SnapshotRetention", testRetRetention},
 		{"ConcurrentPuts", testRetConcurrentPuts},
 		{"ACLLeakProbe", testRetLeakProbe},
+		{"TwoInstances", testRetTwoInstances},
+		{"RetrieveWhileWriting", testRetRetrieveWhileWriting},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, open(t))
+	for _, m := range []retMode{{"InProcessIndex", 0}, {"StoreRanking", -1}} {
+		t.Run(m.name, func(t *testing.T) {
+			for _, tc := range tests {
+				if tc.name == "ACLLeakProbe" && m.indexTenants < 0 {
+					// Its every probe asks the store's full text (what this
+					// mode ranks by) directly: once, in the other mode, covers it.
+					continue
+				}
+				t.Run(tc.name, func(t *testing.T) {
+					tc.fn(t, open(t), m)
+				})
+			}
 		})
 	}
+}
+
+// retMode is how the Service under test ranks: Options.IndexTenants.
+type retMode struct {
+	name         string
+	indexTenants int
 }
 
 // rfx is a service over the store for one fresh tenant with a clock the
@@ -54,8 +75,9 @@ type rfx struct {
 	now    time.Time
 }
 
-func newRfx(t *testing.T, s retrieval.Store, o retrieval.Options) *rfx {
+func newRfx(t *testing.T, s retrieval.Store, m retMode, o retrieval.Options) *rfx {
 	f := &rfx{t: t, s: s, tenant: newTenant(), now: time.Now().UTC().Truncate(time.Microsecond)}
+	o.IndexTenants = m.indexTenants
 	o.Embedder = hashembed.New(0)
 	o.Now = func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
 	f.svc = retrieval.NewService(s, o)
@@ -116,8 +138,8 @@ func longText(topic string, n int) string {
 	return b.String()
 }
 
-func testRetProvenance(t *testing.T, s retrieval.Store) {
-	f := newRfx(t, s, retrieval.Options{})
+func testRetProvenance(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{})
 	d, created := f.put("policy", longText("refunds", 40), "tenant")
 	if !created || d.Version != 1 || d.Chunks < 3 {
 		t.Fatalf("put: created %v version %d chunks %d, want a new version 1 of 3+ chunks", created, d.Version, d.Chunks)
@@ -147,8 +169,8 @@ func testRetProvenance(t *testing.T, s retrieval.Store) {
 	}
 }
 
-func testRetNewVersion(t *testing.T, s retrieval.Store) {
-	f := newRfx(t, s, retrieval.Options{})
+func testRetNewVersion(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{})
 	f.put("faq", "Shipping takes five days to Europe and ten days to Asia.", "tenant")
 	before := f.retrieve("user:bob", "shipping days Europe", 5)
 	if len(before.Hits) != 1 || before.Hits[0].ChunkID != "faq:p1:c0" {
@@ -190,8 +212,8 @@ func testRetNewVersion(t *testing.T, s retrieval.Store) {
 	}
 }
 
-func testRetGroups(t *testing.T, s retrieval.Store) {
-	f := newRfx(t, s, retrieval.Options{})
+func testRetGroups(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{})
 	f.put("runbook", "Escalation runbook: page the on-call engineer for outages.", "group:support")
 	f.put("memo", "Salary bands memo for the outages team.", "user:carol")
 	f.member("support", "user:alice", true)
@@ -222,8 +244,8 @@ func testRetGroups(t *testing.T, s retrieval.Store) {
 	}
 }
 
-func testRetACLChange(t *testing.T, s retrieval.Store) {
-	f := newRfx(t, s, retrieval.Options{})
+func testRetACLChange(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{})
 	f.put("plan", "Quarterly roadmap plan with launch dates.", "user:dana", "user:erin")
 	if got := f.retrieve("user:erin", "roadmap launch", 5); len(got.Hits) != 1 {
 		t.Fatalf("erin before: %+v", got.Hits)
@@ -244,9 +266,9 @@ func testRetACLChange(t *testing.T, s retrieval.Store) {
 	}
 }
 
-func testRetTenants(t *testing.T, s retrieval.Store) {
-	a := newRfx(t, s, retrieval.Options{})
-	b := newRfx(t, s, retrieval.Options{})
+func testRetTenants(t *testing.T, s retrieval.Store, m retMode) {
+	a := newRfx(t, s, m, retrieval.Options{})
+	b := newRfx(t, s, m, retrieval.Options{})
 	a.put("doc", "Tenant A secret: the vault code is orange.", "tenant")
 	b.put("doc", "Tenant B note about apples.", "tenant")
 	b.member("staff", "user:x", true)
@@ -276,8 +298,8 @@ func testRetTenants(t *testing.T, s retrieval.Store) {
 	}
 }
 
-func testRetDelete(t *testing.T, s retrieval.Store) {
-	f := newRfx(t, s, retrieval.Options{})
+func testRetDelete(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{})
 	f.put("gone", longText("deletion", 30), "tenant", "group:ops")
 	f.put("gone", longText("deletion v2", 30), "tenant")
 	if n, err := s.ProjectionRows(t.Context(), f.tenant, "gone"); err != nil || n == 0 {
@@ -308,8 +330,8 @@ func testRetDelete(t *testing.T, s retrieval.Store) {
 	}
 }
 
-func testRetTTL(t *testing.T, s retrieval.Store) {
-	f := newRfx(t, s, retrieval.Options{TTL: time.Hour})
+func testRetTTL(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{TTL: time.Hour})
 	f.put("stale", "Office hours are nine to five.", "tenant")
 	if got := f.retrieve("user:a", "office hours", 5); len(got.Hits) != 1 {
 		t.Fatalf("fresh: %+v", got.Hits)
@@ -325,10 +347,20 @@ func testRetTTL(t *testing.T, s retrieval.Store) {
 	if got := f.retrieve("user:a", "office hours", 5); len(got.Hits) != 1 {
 		t.Fatalf("refreshed: %+v", got.Hits)
 	}
+	// Expired documents that outrank the only fresh one, more of them
+	// than one ranking's candidates: the fresh one is still found.
+	for i := range 80 {
+		f.put(fmt.Sprintf("old%d", i), fmt.Sprintf("Office hours, office hours, office hours: notice %d.", i), "tenant")
+	}
+	f.advance(2 * time.Hour)
+	f.put("fresh", "The desk keeps office hours in the new building, where the lobby has a map of every floor.", "tenant")
+	if got := f.retrieve("user:a", "office hours", 1); len(got.Hits) != 1 || got.Hits[0].DocumentID != "fresh" {
+		t.Fatalf("behind 80 expired documents: %+v", got.Hits)
+	}
 }
 
-func testRetRetention(t *testing.T, s retrieval.Store) {
-	f := newRfx(t, s, retrieval.Options{SnapshotRetention: time.Hour})
+func testRetRetention(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{SnapshotRetention: time.Hour})
 	f.put("r", "Retention keeps snapshots for a while.", "tenant")
 	old := f.retrieve("user:a", "retention snapshots", 5)
 	f.advance(2 * time.Hour)
@@ -345,8 +377,8 @@ func testRetRetention(t *testing.T, s retrieval.Store) {
 	}
 }
 
-func testRetConcurrentPuts(t *testing.T, s retrieval.Store) {
-	f := newRfx(t, s, retrieval.Options{})
+func testRetConcurrentPuts(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
@@ -379,8 +411,8 @@ func testRetConcurrentPuts(t *testing.T, s retrieval.Store) {
 // every hit of every retrieval against the test's own model of who may
 // read what. It also checks that readable documents are found, so a probe
 // that finds nothing cannot pass.
-func testRetLeakProbe(t *testing.T, s retrieval.Store) {
-	f := newRfx(t, s, retrieval.Options{})
+func testRetLeakProbe(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{})
 	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
 	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"}
 	const users, groups, docs, probes = 30, 8, 40, 1000
@@ -445,8 +477,9 @@ func testRetLeakProbe(t *testing.T, s retrieval.Store) {
 		return out
 	}
 	// Every probe asks the store's full text directly, with no limit; every
-	// fifth re-checks every chunk id ever written, live or stale; every
-	// tenth retrieves through the service (hybrid, snapshot stored).
+	// fifth re-checks every chunk id ever written, live or stale, and
+	// retrieves through the service (hybrid in the in-process index,
+	// snapshot stored).
 	leaks, hits, empty := 0, 0, 0
 	check := func(i int, u, q, what, doc, chunk string) {
 		hits++
@@ -483,15 +516,130 @@ func testRetLeakProbe(t *testing.T, s retrieval.Store) {
 				check(i, u, q, "re-check", c.DocumentID, c.ChunkID)
 			}
 		}
-		if i%10 == 0 {
+		if i%5 == 0 {
 			for _, h := range f.retrieve(u, q, 1+rng.IntN(20)).Hits {
 				check(i, u, q, "retrieve", h.DocumentID, h.ChunkID)
 			}
 		}
 	}
-	t.Logf("ACL leak probe: %d random principal/query combinations (each a full-text query; every 5th a re-check over every chunk id ever written; every 10th a hybrid retrieve) by %d principals over %d documents and %d groups, %d hits checked, %d leaks",
+	t.Logf("ACL leak probe: %d random principal/query combinations (each a full-text query in the store; every 5th a re-check over every chunk id ever written and a hybrid retrieve through the in-process index) by %d principals over %d documents and %d groups, %d hits checked, %d leaks",
 		probes, users, docs, groups, hits, leaks)
 	if hits < probes {
 		t.Fatalf("only %d hits in %d probes (%d empty): the probe checks too little", hits, probes, empty)
+	}
+}
+
+// testRetTwoInstances runs two Services (two instances, each with its own
+// in-process index) over one store: every change made through one holds
+// for the very next retrieval through the other, whose index is warm.
+func testRetTwoInstances(t *testing.T, s retrieval.Store, m retMode) {
+	a := newRfx(t, s, m, retrieval.Options{})
+	b := newRfx(t, s, m, retrieval.Options{})
+	b.tenant = a.tenant
+	a.put("runbook", "Escalation runbook: page the on-call engineer for outages.", "group:support")
+	a.put("notes", "Outages notes everyone may read.", "tenant")
+	a.member("support", "user:alice", true)
+	for _, f := range []*rfx{a, b} { // warm both indexes
+		if got := docIDs(f.retrieve("user:alice", "outages runbook", 10)); !got["runbook"] || !got["notes"] {
+			t.Fatalf("alice in support sees %v, want runbook and notes", got)
+		}
+	}
+	b.member("support", "user:alice", false)
+	if got := docIDs(a.retrieve("user:alice", "outages runbook", 10)); got["runbook"] || !got["notes"] {
+		t.Fatalf("removed from support on the other instance, alice sees %v", got)
+	}
+	b.member("support", "user:alice", true)
+	if got := docIDs(a.retrieve("user:alice", "outages runbook", 10)); !got["runbook"] {
+		t.Fatalf("added back on the other instance, alice sees %v", got)
+	}
+	b.put("runbook", "Escalation runbook: page the on-call engineer for outages.", "user:carol")
+	if got := docIDs(a.retrieve("user:alice", "outages runbook", 10)); got["runbook"] {
+		t.Fatalf("ACL changed on the other instance, alice still sees %v", got)
+	}
+	if got := a.retrieve("user:carol", "outages runbook", 10); len(got.Hits) == 0 || got.Hits[0].ChunkID != "runbook:p2:c0" {
+		t.Fatalf("carol after the ACL change: %+v", got.Hits)
+	}
+	b.put("runbook", "Escalation runbook: call the incident commander for outages.", "user:carol")
+	got := a.retrieve("user:carol", "outages runbook commander", 10)
+	if len(got.Hits) == 0 || got.Hits[0].ChunkID != "runbook:p3:c0" || !strings.Contains(got.Hits[0].Text, "commander") {
+		t.Fatalf("new version written on the other instance: %+v", got.Hits)
+	}
+	if _, err := b.svc.Delete(t.Context(), b.tenant, "runbook"); err != nil {
+		t.Fatal(err)
+	}
+	if got := docIDs(a.retrieve("user:carol", "outages runbook commander", 10)); got["runbook"] {
+		t.Fatalf("deleted on the other instance, still served: %v", got)
+	}
+}
+
+// testRetRetrieveWhileWriting retrieves from several goroutines while
+// another rewrites and deletes documents (each index sync racing the
+// searches): no error, every hit's text matches its digest, and no hit
+// ever comes from a document the principal could never read.
+func testRetRetrieveWhileWriting(t *testing.T, s retrieval.Store, m retMode) {
+	f := newRfx(t, s, m, retrieval.Options{})
+	for i := range 10 {
+		f.put(fmt.Sprintf("a%d", i), fmt.Sprintf("Alpha report %d on refunds and invoices.", i), "user:a")
+		f.put(fmt.Sprintf("b%d", i), fmt.Sprintf("Bravo report %d on refunds and invoices.", i), "user:b")
+	}
+	stop := make(chan struct{})
+	writerErr := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				writerErr <- nil
+				return
+			default:
+			}
+			id := fmt.Sprintf("b%d", i%10)
+			var err error
+			if i%3 == 0 {
+				if _, err = f.svc.Delete(t.Context(), f.tenant, id); errors.Is(err, retrieval.ErrNotFound) {
+					err = nil
+				}
+			} else {
+				_, _, err = f.svc.Put(t.Context(), f.tenant, retrieval.PutRequest{DocumentID: id,
+					Content: fmt.Sprintf("Bravo report %d, version %d, on refunds.", i%10, i), ACL: []string{"user:b"}})
+			}
+			if err != nil {
+				writerErr <- err
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 30 {
+				snap, err := f.svc.Retrieve(t.Context(), f.tenant, retrieval.RetrieveRequest{Query: "report refunds invoices", Principal: "user:a", K: 20})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(snap.Hits) == 0 {
+					errs <- errors.New("user:a found none of its 10 documents")
+					return
+				}
+				for _, h := range snap.Hits {
+					if !strings.HasPrefix(h.DocumentID, "a") || h.ContentDigest != retrieval.Digest(h.Text) {
+						errs <- fmt.Errorf("user:a got %+v", h)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if err := <-writerErr; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }

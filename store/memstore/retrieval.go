@@ -23,7 +23,7 @@ func (s *Store) Retrieval() *Retrieval {
 	defer s.mu.Unlock()
 	if s.ret.docs == nil {
 		s.ret = retrievalState{
-			docs: map[key]retrieval.Document{}, chunks: map[key]retrieval.Chunk{}, vectors: map[key]retrieval.Vector{},
+			docs: map[key]retrieval.Document{}, chunks: map[key]retrieval.Chunk{}, chunkAt: map[key]int64{}, vectors: map[key]retrieval.Vector{},
 			versions: map[string]int64{}, members: map[string]map[string]map[string]bool{},
 			text: map[string]*search.TextIndex{}, snaps: map[key]retrieval.Snapshot{}, texts: map[key]string{},
 			invs: map[string][]retrieval.Invalidation{},
@@ -35,6 +35,7 @@ func (s *Store) Retrieval() *Retrieval {
 type retrievalState struct {
 	docs     map[key]retrieval.Document
 	chunks   map[key]retrieval.Chunk // (tenant, chunk id)
+	chunkAt  map[key]int64           // (tenant, chunk id) -> the index version that wrote it
 	vectors  map[key]retrieval.Vector
 	versions map[string]int64                      // tenant -> index version
 	members  map[string]map[string]map[string]bool // tenant -> principal -> group
@@ -67,6 +68,7 @@ func (r *Retrieval) dropDoc(tenant string, d retrieval.Document) int {
 		id := retrieval.ChunkID(d.DocumentID, d.Version, i)
 		if _, ok := st.chunks[key{tenant, id}]; ok {
 			delete(st.chunks, key{tenant, id})
+			delete(st.chunkAt, key{tenant, id})
 			n++
 		}
 		if ix := st.text[tenant]; ix != nil && ix.Len() > 0 {
@@ -110,12 +112,12 @@ func (r *Retrieval) PutDocument(_ context.Context, p retrieval.PutParams) (int64
 	}
 	for _, c := range p.Chunks {
 		st.chunks[key{d.TenantID, c.ChunkID}] = c
+		st.chunkAt[key{d.TenantID, c.ChunkID}] = v
 		ix.Add(c.ChunkID, c.Text)
 	}
 	for _, vec := range p.Vectors {
 		vec.Values = slices.Clone(vec.Values)
 		vec.ACL = slices.Clone(d.ACL)
-		vec.IndexVersion = v
 		st.vectors[key{d.TenantID, vec.ChunkID}] = vec
 	}
 	if p.Event != nil {
@@ -270,19 +272,24 @@ func (r *Retrieval) ReadableChunks(_ context.Context, tenantID, principal string
 	return out, nil
 }
 
-// Vectors implements retrieval.Store.
-func (r *Retrieval) Vectors(_ context.Context, tenantID, model string, after int64) ([]retrieval.Vector, []retrieval.Invalidation, int64, error) {
+// IndexRows implements retrieval.Store.
+func (r *Retrieval) IndexRows(_ context.Context, tenantID, model string, after int64) ([]retrieval.IndexRow, []retrieval.Invalidation, int64, error) {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	st := r.st()
-	var rows []retrieval.Vector
-	for k, v := range st.vectors {
-		if k.tenant == tenantID && v.Model == model && v.IndexVersion > after {
-			v.Values, v.ACL = slices.Clone(v.Values), slices.Clone(v.ACL)
-			rows = append(rows, v)
+	var rows []retrieval.IndexRow
+	for k, c := range st.chunks {
+		if k.tenant != tenantID || st.chunkAt[k] <= after {
+			continue
 		}
+		row := retrieval.IndexRow{ChunkID: c.ChunkID, DocumentID: c.DocumentID, Version: c.Version, Terms: c.Terms,
+			ACL: slices.Clone(st.docs[key{tenantID, c.DocumentID}].ACL), IndexVersion: st.chunkAt[k]}
+		if v, ok := st.vectors[k]; ok && model != "" && v.Model == model {
+			row.Vector = slices.Clone(v.Values)
+		}
+		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b retrieval.Vector) int {
+	slices.SortFunc(rows, func(a, b retrieval.IndexRow) int {
 		if a.IndexVersion != b.IndexVersion {
 			return int(a.IndexVersion - b.IndexVersion)
 		}
