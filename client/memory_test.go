@@ -125,7 +125,7 @@ func memoryClient(t *testing.T, backend string) {
 	if h, err := c.MemoryHistory(ctx, second.Claim.MemoryID); err != nil || len(h) != 2 || h[0].MemoryID != first.Claim.MemoryID {
 		t.Fatalf("history: %+v %v", h, err)
 	}
-	res, err := c.SearchMemories(ctx, memory.SearchQuery{SubjectID: "ann", Query: "Petersburg", K: 3, HalfLife: time.Hour})
+	res, err := c.SearchMemories(ctx, memory.SearchQuery{SubjectID: "ann", Query: "Petersburg", K: 3, HalfLife: time.Hour, Mode: memory.ModeHybrid})
 	if err != nil || len(res.Items) != 1 || res.Items[0].MemoryID != second.Claim.MemoryID || res.Items[0].Parts.FulltextRank != 1 || (res.Model != "") != (res.Mode == memory.ModeHybrid) {
 		t.Fatalf("search: %+v %v", res, err)
 	}

@@ -303,7 +303,7 @@ func newMemorySearchCmd(cf *clientFlags) *cobra.Command {
 	f.StringVar(&q.SubjectID, "subject", "", "the subject (required)")
 	f.StringVar(&q.Namespace, "namespace", "", "only this namespace")
 	f.IntVarP(&q.K, "k", "k", 0, "at most this many hits (server default 10)")
-	f.StringVar(&q.Mode, "mode", "", "hybrid (default), fulltext or vector")
+	f.StringVar(&q.Mode, "mode", "", "hybrid, fulltext or vector (default: the server's, fulltext with the offline hashing embedder)")
 	f.DurationVar(&halfLife, "half-life", 0, "weigh hits by age with this half-life, e.g. 720h (default off)")
 	return cmd
 }

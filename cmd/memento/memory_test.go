@@ -101,9 +101,14 @@ func TestMemoryCommands(t *testing.T) {
 		!strings.Contains(lines[2], "current") || !strings.Contains(lines[2], "user:msg-2") {
 		t.Fatalf("history:\n%s", out)
 	}
+	// With the offline hashing embedder a search runs full text unless told otherwise.
 	out = run("memory", "search", "petersburg", "--subject", "u1")
-	if !strings.Contains(out, "Saint Petersburg") || !strings.Contains(out, "mode hybrid, 1 hits") {
+	if !strings.Contains(out, "Saint Petersburg") || !strings.Contains(out, "mode fulltext, 1 hits") {
 		t.Fatalf("search:\n%s", out)
+	}
+	out = run("memory", "search", "petersburg", "--subject", "u1", "--mode", "hybrid")
+	if !strings.Contains(out, "Saint Petersburg") || !strings.Contains(out, "mode hybrid, 1 hits") {
+		t.Fatalf("search --mode hybrid:\n%s", out)
 	}
 
 	// Extraction accounts for every message; a dry run writes nothing.
