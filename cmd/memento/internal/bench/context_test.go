@@ -10,7 +10,7 @@ import (
 // synthLocomo is a tiny conversation in the LoCoMo layout: the answer to
 // the question is in the first session, far from the recent window.
 const synthLocomo = `[{"sample_id":"s1","conversation":{"speaker_a":"Ann","speaker_b":"Bob",
-"session_1_date_time":"1:56 pm on 8 May, 2023","session_1":[
+"session_1_date_time":"2:47 pm on 11 May, 2023","session_1":[
  {"speaker":"Ann","dia_id":"D1:1","text":"I adopted a grey parrot called Kiwi last week."},
  {"speaker":"Bob","dia_id":"D1:2","text":"That is lovely, how is it settling in?"}],
 "session_2_date_time":"9:00 am on 20 June, 2023","session_2":[` + `%s` + `]},

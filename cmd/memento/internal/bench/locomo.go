@@ -58,7 +58,7 @@ type LocomoQA struct {
 
 var sessionKey = regexp.MustCompile(`^session_(\d+)$`)
 
-// LocomoDateLayouts are the layouts of session_N_date_time ("1:56 pm on 8
+// LocomoDateLayouts are the layouts of session_N_date_time ("2:47 pm on 11
 // May, 2023"), tried in order.
 var LocomoDateLayouts = []string{"3:04 pm on 2 January, 2006", "3:04 pm on 2 Jan, 2006", "3:04 PM on 2 January, 2006"}
 
@@ -146,7 +146,7 @@ func NormalizeEvidence(e string, known map[string]bool) (ids []string, changed b
 type LocomoIngest struct {
 	// Speaker prefixes the searchable text with the speaker's name.
 	Speaker bool
-	// Date adds the session's date ("8 May 2023") to the searchable text.
+	// Date adds the session's date ("11 May 2023") to the searchable text.
 	Date bool
 	// Captions appends the caption of a shared image.
 	Captions bool

@@ -25,7 +25,7 @@ const syntheticLocomo = `[
    "session_2": [
     {"speaker": "Bob", "dia_id": "D2:1", "text": "The cello recital went well."},
     {"speaker": "Alice", "dia_id": "D2:2", "text": "Look at this!", "img_url": ["x"], "blip_caption": "a golden retriever on a beach"}],
-   "session_1_date_time": "1:56 pm on 8 May, 2023",
+   "session_1_date_time": "2:47 pm on 11 May, 2023",
    "session_1": [
     {"speaker": "Alice", "dia_id": "D1:1", "text": "I adopted a puppy named Biscuit yesterday."},
     {"speaker": "Bob", "dia_id": "D1:2", "text": "Congrats! I started learning the cello."},
@@ -76,7 +76,7 @@ func TestReadLocomo(t *testing.T) {
 	if len(s) != 2 || s[0].Number != 1 || s[1].Number != 2 || len(s[0].Turns) != 3 {
 		t.Fatalf("sessions out of order or missing: %+v", s)
 	}
-	if got := s[0].Date.Format("2006-01-02 15:04"); got != "2023-05-08 13:56" {
+	if got := s[0].Date.Format("2006-01-02 15:04"); got != "2023-05-11 14:47" {
 		t.Fatalf("session 1 date = %s", got)
 	}
 	if s[1].Turns[1].Caption != "a golden retriever on a beach" {
