@@ -40,8 +40,17 @@ var mcpToolNames = []string{
 func TestMCPClients(t *testing.T) {
 	dir := os.Getenv(envMCPClients)
 	if dir == "" {
-		t.Skip(envMCPClients + " is not set: this test needs Node 22, the MCP conformance suite and the MCP Inspector; " +
-			"scripts/test.sh installs them (scripts/mcp-conformance/install.sh) and sets it")
+		// scripts/test.sh installs them and sets the variable; run alone, the
+		// test installs them the same way (cached per lock), or fails saying why.
+		out, err := exec.Command("../../scripts/mcp-conformance/install.sh").Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("%s is not set and scripts/mcp-conformance/install.sh failed (it needs npm and the npm registry for Node 22, the MCP conformance suite and the MCP Inspector): %v\n%s", envMCPClients, err, stderr)
+		}
+		dir = strings.TrimSpace(string(out))
 	}
 	nodes := mcpClients{dir: dir, home: t.TempDir()}
 	for _, p := range []string{nodes.node(), nodes.conformance(), nodes.inspector()} {
