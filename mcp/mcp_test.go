@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -387,4 +388,39 @@ func TestContextAndDocuments(t *testing.T) {
 			t.Errorf("accounting: %v", acc)
 		}
 	})
+}
+
+// TestBlindPatchesRace: patches that name no revision apply to whatever is
+// current, so two writers patching different members at once lose nothing.
+func TestBlindPatchesRace(t *testing.T) {
+	eng := openEngine(t, "sqlite")
+	s := newServer(eng)
+	a, b := connect(t, s, alice), connect(t, s, alice)
+	ok(t, call(t, a, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{}}), "put")
+	done := make(chan error, 2)
+	for i, cs := range []*gomcp.ClientSession{a, b} {
+		go func() {
+			for n := range 10 {
+				res, err := cs.CallTool(context.Background(), &gomcp.CallToolParams{Name: "session_patch",
+					Arguments: map[string]any{"session_id": "s1", "patch": map[string]any{fmt.Sprintf("w%d_%d", i, n): true}}})
+				if err == nil && res.IsError {
+					err = fmt.Errorf("patch: %s", res.Content[0].(*gomcp.TextContent).Text)
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := ok(t, call(t, a, "session_get", map[string]any{"session_id": "s1"}), "get")["state"].(map[string]any)
+	if len(st) != 20 {
+		t.Fatalf("%d members after 20 patches: %v", len(st), st)
+	}
 }

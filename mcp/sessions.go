@@ -3,6 +3,8 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
 	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -105,17 +107,34 @@ func (t *toolset) sessionTools(srv *gomcp.Server) {
 			if in.ExpectedRevision < 0 {
 				return nil, invalid("expected_revision must not be negative")
 			}
-			rev := in.ExpectedRevision
-			if rev == 0 {
+			if in.ExpectedRevision > 0 {
+				s, err := svc.Patch(ctx, c.Tenant, in.SessionID, c.User, in.ExpectedRevision, p)
+				if err != nil {
+					return nil, err
+				}
+				return sessionView(s), nil
+			}
+			// No revision named: a merge patch applies to whatever is current,
+			// so one that lost a race to another writer is applied again.
+			var s session.Session
+			for attempt := 0; ; attempt++ {
 				cur, err := svc.Get(ctx, c.Tenant, in.SessionID, c.User)
 				if err != nil {
 					return nil, err
 				}
-				rev = cur.Revision
-			}
-			s, err := svc.Patch(ctx, c.Tenant, in.SessionID, c.User, rev, p)
-			if err != nil {
-				return nil, err
+				s, err = svc.Patch(ctx, c.Tenant, in.SessionID, c.User, cur.Revision, p)
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, session.ErrPreconditionFailed) || attempt == blindPatchAttempts-1 {
+					return nil, err
+				}
+				// Writers in lockstep would collide again: wait a little, apart.
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Duration(1+rand.IntN(4*(attempt+1))) * time.Millisecond):
+				}
 			}
 			return sessionView(s), nil
 		})
@@ -161,5 +180,9 @@ func (t *toolset) sessionTools(srv *gomcp.Server) {
 			return map[string]any{"messages": out}, nil
 		})
 }
+
+// blindPatchAttempts bounds how often a patch without a revision is applied
+// again after losing a race to another writer.
+const blindPatchAttempts = 10
 
 func ptr[T any](v T) *T { return &v }
