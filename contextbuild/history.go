@@ -26,8 +26,9 @@ const (
 // windowRadius is how many neighbours on each side an item's window holds.
 const windowRadius = 2
 
-// neighbours is how many items after a chosen one come with it (an answer
-// often follows the turn that matched).
+// neighbours is how many items after a chosen question come with it: the
+// answer follows the turn that asked. After a statement the next turn is
+// mostly a reaction, not worth its tokens.
 const neighbours = 1
 
 // relevantCandidates bounds how many older items each ranking proposes.
@@ -57,6 +58,9 @@ type item struct {
 	// date, when the event carries one, is shown once per run of items of
 	// the same date rather than on every line.
 	date string
+	// speaker is who said it, when the event names a speaker, role or
+	// author.
+	speaker string
 }
 
 // message is the item as a chat message of its own.
@@ -84,6 +88,8 @@ type history struct {
 	windows *search.TextIndex
 	vectors *search.VectorIndex
 	vecDone int // items[:vecDone] have vectors
+	// speakers counts the items of each named speaker.
+	speakers map[string]int
 	// counts[tokenizer] holds, per item, its tokens as a line and as a message.
 	counts map[string]*itemCounts
 }
@@ -146,8 +152,8 @@ func (b *Builder) readOwner(ctx context.Context, tenantID string, r Request) (*o
 				return nil, fmt.Errorf("read events of run %s: %w", r.RunID, err)
 			}
 			for _, e := range evs {
-				date, text := eventText(e)
-				h.append(item{seq: e.Seq, role: llm.RoleUser, text: text, date: date})
+				date, speaker, text := eventText(e)
+				h.append(item{seq: e.Seq, role: llm.RoleUser, text: text, date: date, speaker: speaker})
 			}
 			if len(evs) < run.MaxListLimit {
 				break
@@ -181,7 +187,7 @@ func chatRole(r string) llm.Role {
 // ("text", "content" or "message", with an optional "speaker" or "role"
 // and "date") reads as that line; any other payload as its type, step and
 // compact JSON.
-func eventText(e run.Event) (date, text string) {
+func eventText(e run.Event) (date, speaker, text string) {
 	var p map[string]any
 	if json.Unmarshal(e.Payload, &p) == nil {
 		for _, k := range []string{"text", "content", "message"} {
@@ -190,12 +196,13 @@ func eventText(e run.Event) (date, text string) {
 				for _, sk := range []string{"speaker", "role", "author"} {
 					if sp, ok := p[sk].(string); ok && sp != "" {
 						b.WriteString(sp + ": ")
+						speaker = sp
 						break
 					}
 				}
 				b.WriteString(t)
 				d, _ := p["date"].(string)
-				return strings.TrimSpace(d), b.String()
+				return strings.TrimSpace(d), speaker, b.String()
 			}
 		}
 	}
@@ -206,7 +213,7 @@ func eventText(e run.Event) (date, text string) {
 	if len(e.Payload) > 0 && string(e.Payload) != "null" {
 		s += ": " + string(compactJSON(e.Payload))
 	}
-	return "", s
+	return "", "", s
 }
 
 func (h *history) append(it item) {
@@ -215,6 +222,12 @@ func (h *history) append(it item) {
 	}
 	h.items = append(h.items, it)
 	h.lastSeq = it.seq
+	if it.speaker != "" {
+		if h.speakers == nil {
+			h.speakers = map[string]int{}
+		}
+		h.speakers[it.speaker]++
+	}
 	h.index.Add(strconv.FormatInt(it.seq, 10), it.text)
 	// Appending item n-1 changes the windows of the items up to
 	// windowRadius before it.
@@ -239,6 +252,11 @@ func (h *history) trimBefore(seq int64) {
 		return
 	}
 	for _, it := range h.items[:i] {
+		if it.speaker != "" {
+			if h.speakers[it.speaker]--; h.speakers[it.speaker] <= 0 {
+				delete(h.speakers, it.speaker)
+			}
+		}
 		id := strconv.FormatInt(it.seq, 10)
 		h.index.Remove(id)
 		h.windows.Remove(id)
@@ -346,8 +364,10 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 		}
 		for _, i := range ranked {
 			take(i)
-			for k := 1; k <= neighbours; k++ {
-				take(i + k)
+			if strings.Contains(h.items[i].text, "?") {
+				for k := 1; k <= neighbours; k++ {
+					take(i + k)
+				}
 			}
 		}
 		if len(chosen) > 0 {
@@ -450,6 +470,18 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 		lists = append(lists, vs)
 		weights = append(weights, 1)
 	}
+	// A question that names some of the history's speakers is mostly
+	// answered by what they said: their items rank in lists of their own
+	// too (the others still rank, by the lists above).
+	if named := h.namedSpeakers(terms); len(named) > 0 {
+		keepNamed := func(id string) bool {
+			n, _ := strconv.ParseInt(id, 10, 64)
+			i, ok := h.find(n)
+			return ok && n <= limit && named[h.items[i].speaker]
+		}
+		lists = append(lists, h.index.SearchTerms(terms, relevantCandidates, keepNamed), h.windows.SearchTerms(terms, relevantCandidates, keepNamed))
+		weights = append(weights, 1, 1)
+	}
 	fused := search.RRF(search.RRFK, weights, lists...)
 	pos := make(map[int64]int, end)
 	for i, it := range h.items[:end] {
@@ -539,3 +571,34 @@ func (c *historyCache) get(tenant, kind, id, generation string) *history {
 func dateLine(d string) string { return "(" + d + ")" }
 
 func dateLineTokens(a *assembly, d string) int { return a.counter.Count(dateLine(d) + "\n") }
+
+// find returns the position of the item of seq.
+func (h *history) find(seq int64) (int, bool) {
+	i := sort.Search(len(h.items), func(i int) bool { return h.items[i].seq >= seq })
+	return i, i < len(h.items) && h.items[i].seq == seq
+}
+
+// namedSpeakers returns the history's speakers whose every name word is
+// among the query terms; none when the query names them all (then it tells
+// none apart) or the items name no speaker.
+func (h *history) namedSpeakers(terms []string) map[string]bool {
+	q := make(map[string]bool, len(terms))
+	for _, t := range terms {
+		q[t] = true
+	}
+	named := map[string]bool{}
+	for sp := range h.speakers {
+		words := search.Tokens(sp)
+		all := len(words) > 0
+		for _, w := range words {
+			all = all && q[w]
+		}
+		if all {
+			named[sp] = true
+		}
+	}
+	if len(named) == len(h.speakers) {
+		return nil
+	}
+	return named
+}
