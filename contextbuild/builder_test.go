@@ -45,6 +45,12 @@ func newFixture(t *testing.T) *fixture {
 // runWith creates a run whose events carry texts, one commit each.
 func (f *fixture) runWith(t *testing.T, texts []string) string {
 	t.Helper()
+	return f.runWithDates(t, texts, nil)
+}
+
+// runWithDates is runWith with a date on each event that dates names.
+func (f *fixture) runWithDates(t *testing.T, texts []string, dates map[int]string) string {
+	t.Helper()
 	ctx := context.Background()
 	r, _, err := f.runs.Create(ctx, tenant, run.CreateRequest{WorkflowName: "chat", WorkflowVersion: "1", StateSchemaVersion: 1, State: json.RawMessage(`{"step":"start"}`)}, "")
 	if err != nil {
@@ -56,7 +62,7 @@ func (f *fixture) runWith(t *testing.T, texts []string) string {
 	}
 	rev := r.StateRevision
 	for i, tx := range texts {
-		p, _ := json.Marshal(map[string]string{"speaker": []string{"Ann", "Bob"}[i%2], "text": tx})
+		p, _ := json.Marshal(map[string]string{"speaker": []string{"Ann", "Bob"}[i%2], "text": tx, "date": dates[i]})
 		got, _, err := f.runs.Commit(ctx, tenant, r.RunID, run.CommitRequest{ExpectedRevision: rev, Lease: l, Event: run.EventInput{EventType: "turn", Payload: p}, State: json.RawMessage(fmt.Sprintf(`{"turns":%d}`, i+1)), NextStep: "listen"})
 		if err != nil {
 			t.Fatal(err)

@@ -228,7 +228,9 @@ func (h *history) append(it item) {
 		}
 		h.speakers[it.speaker]++
 	}
-	h.index.Add(strconv.FormatInt(it.seq, 10), it.text)
+	// The date is searched with the text, in the item and in its window:
+	// a question that names a month or a year asks about what was said then.
+	h.index.Add(strconv.FormatInt(it.seq, 10), it.text+"\n"+it.date)
 	// Appending item n-1 changes the windows of the items up to
 	// windowRadius before it.
 	n := len(h.items)
@@ -238,6 +240,7 @@ func (h *history) append(it item) {
 			b.WriteString(h.items[j].text)
 			b.WriteByte('\n')
 		}
+		b.WriteString(h.items[i].date)
 		h.windows.Add(strconv.FormatInt(h.items[i].seq, 10), b.String())
 	}
 	for _, c := range h.counts {

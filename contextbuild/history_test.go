@@ -95,3 +95,35 @@ func TestAnswerComesWithItsQuestion(t *testing.T) {
 		t.Fatalf("the statement is missing or brought the reaction after it early: %v", o)
 	}
 }
+
+// TestDateIsSearched: a question that names a month finds the turn said
+// then, although the turn's words do not name it.
+func TestDateIsSearched(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	texts := fillerTexts(300, 14)
+	dates := map[int]string{}
+	for i := range texts {
+		dates[i] = "3 March 2024"
+	}
+	// The same words twice: only the date tells them apart.
+	texts[40] = "We planted the apple trees."
+	texts[200] = texts[40]
+	dates[40] = "9 October 2024"
+	id := f.runWithDates(t, texts, dates)
+	for budget := 100; budget < 1500; budget += 2 {
+		res, err := f.b.Build(ctx, tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: budget, RunID: id, Query: "Which apple trees were planted in October?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := historySources(t, res)
+		if len(src) == 0 {
+			continue
+		}
+		if !slices.Contains(src, "seq:42") || slices.Contains(src, "seq:202") {
+			t.Fatalf("budget %d: the first older turn is %v, not the one of October (seq:42) alone", budget, src)
+		}
+		return
+	}
+	t.Fatal("no budget in [100, 1500) held an older turn")
+}
