@@ -30,33 +30,37 @@ func historySources(t *testing.T, res contextbuild.Result) []string {
 	return nil
 }
 
+// firstOlder returns the older history of the smallest budget that holds
+// any: the best-ranked turns that fit.
+func (f *fixture) firstOlder(t *testing.T, runID, query string) []string {
+	t.Helper()
+	for budget := 200; budget < 1500; budget += 2 {
+		res, err := f.b.Build(context.Background(), tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: budget, RunID: runID, Query: query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src := historySources(t, res); len(src) > 0 {
+			return src
+		}
+	}
+	t.Fatalf("no budget in [200, 1500) held an older turn for %q", query)
+	return nil
+}
+
 // TestNamedSpeakerRanksFirst: when a question names one of the speakers,
 // that speaker's matching turn wins the one older slot the budget has,
 // although another speaker's turn matches the question's words more often.
 // runWith gives even turns to Ann and odd turns to Bob; turn i is seq i+2.
 func TestNamedSpeakerRanksFirst(t *testing.T) {
-	ctx := context.Background()
 	f := newFixture(t)
 	texts := fillerTexts(300, 11)
 	texts[20] = "Bob, ukulele lessons: my ukulele teacher says the ukulele of Bob sounds better"
 	// Bob's turn is long, so it ranks below Ann's by its words alone.
 	texts[41] = "I bought a ukulele. " + texts[41]
 	id := f.runWith(t, texts)
-	for budget := 200; budget < 1200; budget += 5 {
-		res, err := f.b.Build(ctx, tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: budget, RunID: id, Query: "What ukulele did Bob buy?"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		src := historySources(t, res)
-		if len(src) == 0 {
-			continue
-		}
-		if !slices.Contains(src, "seq:43") {
-			t.Fatalf("budget %d: the first older turn chosen is %v, not Bob's (seq:43)", budget, src)
-		}
-		return
+	if src := f.firstOlder(t, id, "What ukulele did Bob buy?"); !slices.Contains(src, "seq:43") {
+		t.Fatalf("the first older turn chosen is %v, not Bob's (seq:43)", src)
 	}
-	t.Fatal("no budget in [200, 1200) held an older turn")
 }
 
 // TestAnswerComesWithItsQuestion: a matching question brings the turn after
@@ -99,7 +103,6 @@ func TestAnswerComesWithItsQuestion(t *testing.T) {
 // TestDateIsSearched: a question that names a month finds the turn said
 // then, although the turn's words do not name it.
 func TestDateIsSearched(t *testing.T) {
-	ctx := context.Background()
 	f := newFixture(t)
 	texts := fillerTexts(300, 14)
 	dates := map[int]string{}
@@ -111,19 +114,7 @@ func TestDateIsSearched(t *testing.T) {
 	texts[200] = texts[40]
 	dates[40] = "9 October 2024"
 	id := f.runWithDates(t, texts, dates)
-	for budget := 100; budget < 1500; budget += 2 {
-		res, err := f.b.Build(ctx, tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: budget, RunID: id, Query: "Which apple trees were planted in October?"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		src := historySources(t, res)
-		if len(src) == 0 {
-			continue
-		}
-		if !slices.Contains(src, "seq:42") || slices.Contains(src, "seq:202") {
-			t.Fatalf("budget %d: the first older turn is %v, not the one of October (seq:42) alone", budget, src)
-		}
-		return
+	if src := f.firstOlder(t, id, "Which apple trees were planted in October?"); !slices.Contains(src, "seq:42") || slices.Contains(src, "seq:202") {
+		t.Fatalf("the first older turn is %v, not the one of October (seq:42) alone", src)
 	}
-	t.Fatal("no budget in [100, 1500) held an older turn")
 }
