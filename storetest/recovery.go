@@ -169,13 +169,16 @@ func testRecoverRunning(t *testing.T, rs run.Store, ts toolop.Store) {
 	if _, err := f.runs.AcquireLease(f.ctx, f.tn, "held", "w1", 0, longTTL); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.runs.AcquireLease(f.ctx, f.tn, "expired", "w1", 0, shortTTL); err != nil {
-		t.Fatal(err)
-	}
 	f.to("done", run.StatusCompleted)
 	f.to("waiting", run.StatusSuspended)
+	// The short lease is taken last, and long enough that the first list
+	// answers before it ends on a loaded machine; then it is waited out.
+	l, err := f.runs.AcquireLease(f.ctx, f.tn, "expired", "w1", 0, 3*shortTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.want(time.Now(), "free")
-	time.Sleep(afterShortTTL)
+	time.Sleep(time.Until(l.ExpiresAt) + afterShortTTL - shortTTL)
 	got := f.want(time.Now(), "expired", "free")
 	if rc := got["free"]; rc.Status != run.StatusRunning || rc.WorkflowName != "wf" || rc.LeaseExpiresAt != nil || len(rc.Wakeups) != 0 || rc.Control != nil {
 		t.Fatalf("free run: %+v", rc)

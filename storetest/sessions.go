@@ -622,27 +622,52 @@ func testSessionExpiry(t *testing.T, s session.Store) {
 
 func testSessionSlidingTTL(t *testing.T, s session.Store) {
 	f := newSfx(t, s, session.Options{})
+	// A loaded machine can stall between two calls for longer than a short
+	// TTL; a round whose timing went past what it tests proves nothing and
+	// runs again with a longer TTL. A wrong answer in time fails at once.
+	for ttl := 400 * time.Millisecond; ttl <= 6400*time.Millisecond; ttl *= 4 {
+		if slidingTTLRound(t, f, ttl) {
+			return
+		}
+		t.Logf("sliding TTL: the machine stalled past a %v TTL; again with a longer one", ttl)
+	}
+	t.Fatal("sliding TTL: every round stalled past its TTL")
+}
+
+// slidingTTLRound is one round of the sliding TTL test; false when it
+// could not judge.
+func slidingTTLRound(t *testing.T, f *sfx, ttl time.Duration) bool {
 	ctx := t.Context()
 	sid := newID("s")
-	const ttl = 400 * time.Millisecond
 	first := f.put(sid, "u", `{}`, ttl)
-	time.Sleep(250 * time.Millisecond)
-	res := f.appendN(sid, "u", 1, 0) // activity slides the expiry
+	time.Sleep(ttl * 5 / 8)
+	sent := time.Now()
+	res, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "user", Content: "m0"}}) // activity slides the expiry
+	if time.Since(first.LastActivityAt) >= ttl {
+		return false // the append may have come after the first expiry
+	}
+	if err != nil {
+		t.Fatalf("append %v after the put with a %v ttl: %v", time.Since(first.LastActivityAt), ttl, err)
+	}
 	if !res.ExpiresAt.After(first.ExpiresAt) {
 		t.Fatalf("append did not slide the expiry: %v then %v", first.ExpiresAt, res.ExpiresAt)
 	}
-	time.Sleep(250 * time.Millisecond) // 500 ms after create: alive only thanks to the slide
+	time.Sleep(time.Until(first.ExpiresAt) + ttl/8) // past the first expiry: alive only thanks to the slide
 	got, err := f.svc.Get(ctx, f.tenant, sid, "u")
 	if err != nil {
-		t.Fatalf("get 250 ms after activity with a 400 ms ttl: %v", err)
+		if time.Since(sent) >= ttl {
+			return false
+		}
+		t.Fatalf("get %v after activity with a %v ttl: %v", time.Since(sent), ttl, err)
 	}
 	if !got.ExpiresAt.Equal(res.ExpiresAt) || got.LastActivityAt.Before(first.LastActivityAt) {
 		t.Fatalf("reads must not slide: expiry %v, want %v", got.ExpiresAt, res.ExpiresAt)
 	}
-	time.Sleep(ttl) // idle past the TTL
+	time.Sleep(time.Until(res.ExpiresAt) + ttl/4) // idle past the TTL
 	if _, err := f.svc.Get(ctx, f.tenant, sid, "u"); !errors.Is(err, session.ErrNotFound) {
 		t.Fatalf("get after idling past the ttl: %v", err)
 	}
+	return true
 }
 
 func testSessionLimits(t *testing.T, s session.Store) {
