@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mementohq/memento/internal/jsoncheck"
 )
 
 // Defaults and bounds, each overridable through Options.
@@ -427,8 +429,9 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 		}
 		refs[i].content = b.addText(m.Content)
 		if meta := bytes.TrimSpace(m.Metadata); len(meta) > 0 && string(meta) != "null" {
-			if err := checkDoc(fmt.Sprintf("message %d: metadata", i), meta); err != nil {
-				return AppendResult{}, err
+			// The label is formatted only for a refusal: this is the hot path.
+			if err := jsoncheck.Check(meta, MaxDepth); err != nil {
+				return AppendResult{}, invalid("message %d: metadata: %v", i, err)
 			}
 			if plain, ok := s.plainMetadata(meta); ok {
 				refs[i].plain = plain

@@ -6,4 +6,6 @@
 // A user's session index is another slot: it is updated by its own command
 // after the session's script, and a listing re-checks every candidate against
 // its session, so a lost or stale index update never shows a wrong session.
+// Concurrent appends share round trips: each is still its own script call,
+// sent in one pipeline with the others waiting at that moment (combine.go).
 package redis

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,141 @@ func TestAppendBeyondLuaUnpack(t *testing.T) {
 	}
 	if n > 100+20 { // the messages plus the record fields
 		t.Fatalf("session hash keeps %d fields after the trim", n)
+	}
+}
+
+// messageFields returns the seqs of the message fields a session key holds.
+func messageFields(t *testing.T, s *mredis.Store, key string) []int64 {
+	t.Helper()
+	fields, err := s.Client().HKeys(t.Context(), key).Result()
+	if err != nil {
+		t.Fatalf("hkeys: %v", err)
+	}
+	var seqs []int64
+	for _, f := range fields {
+		if rest, ok := strings.CutPrefix(f, "#"); ok {
+			n, err := strconv.ParseInt(rest, 10, 64)
+			if err != nil {
+				t.Fatalf("message field %q", f)
+			}
+			seqs = append(seqs, n)
+		}
+	}
+	slices.Sort(seqs)
+	return seqs
+}
+
+// checkWindow asserts that reads see exactly the seqs first..last, that the
+// stored message fields are those plus fewer than 16 dropped ones of the
+// window's block, and returns how many dropped ones are stored.
+func checkWindow(t *testing.T, s *mredis.Store, sid string, first, last int64) int {
+	t.Helper()
+	ctx := t.Context()
+	msgs, err := s.Messages(ctx, "t", sid, "u", session.MessageQuery{Limit: 1000})
+	if err != nil {
+		t.Fatalf("messages: %v", err)
+	}
+	if int64(len(msgs)) != last-first+1 || msgs[0].Seq != first || msgs[len(msgs)-1].Seq != last {
+		t.Fatalf("messages %d..%d (%d), want %d..%d", msgs[0].Seq, msgs[len(msgs)-1].Seq, len(msgs), first, last)
+	}
+	// A page cursor below the window finds nothing: dropped is dropped.
+	if old, err := s.Messages(ctx, "t", sid, "u", session.MessageQuery{Limit: 1000, BeforeSeq: first}); err != nil || len(old) != 0 {
+		t.Fatalf("messages before the window: %d %v", len(old), err)
+	}
+	seqs := messageFields(t, s, s.Prefix()+"{t:t:s:"+sid+"}")
+	blockStart := first - (first-1)%16
+	dropped := 0
+	for _, q := range seqs {
+		switch {
+		case q > last || q < blockStart:
+			t.Fatalf("stored message field #%d outside %d..%d (window from %d)", q, blockStart, last, first)
+		case q < first:
+			dropped++
+		}
+	}
+	if len(seqs)-dropped != int(last-first+1) {
+		t.Fatalf("%d live message fields stored, want %d", len(seqs)-dropped, last-first+1)
+	}
+	return dropped
+}
+
+// TestAppendDropsFieldsInBlocks: at the cap, the fields of dropped messages
+// go sixteen seqs at a time; reads never see them, fewer than 16 are ever
+// stored, and all of a block are gone once the window leaves it.
+func TestAppendDropsFieldsInBlocks(t *testing.T) {
+	s := openStore(t)
+	ctx := t.Context()
+	if _, _, err := s.Put(ctx, session.PutParams{TenantID: "t", SessionID: "b", UserID: "u", State: json.RawMessage(`{}`), TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 20
+	sawEmpty, sawDropped := false, false
+	for i := int64(1); i <= 100; i++ {
+		res, err := s.Append(ctx, "t", "b", "u", []session.MessageInput{{Role: "user", Content: "m" + strconv.FormatInt(i, 10)}}, limit)
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		first := max(1, i-limit+1)
+		if res.MessageCount != int(i-first+1) || res.Messages[0].Seq != i || res.Trimmed != int(min(1, max(0, i-limit))) {
+			t.Fatalf("append %d: %+v", i, res)
+		}
+		d := checkWindow(t, s, "b", first, i)
+		sawEmpty = sawEmpty || (i > limit && d == 0)
+		sawDropped = sawDropped || d > 0
+	}
+	if !sawEmpty || !sawDropped {
+		t.Fatalf("dropped fields: some stored %v, all gone at a block start %v", sawDropped, sawEmpty)
+	}
+	// A batch that moves the window across several blocks leaves none.
+	batch := make([]session.MessageInput, 45)
+	for i := range batch {
+		batch[i] = session.MessageInput{Role: "user", Content: "b"}
+	}
+	res, err := s.Append(ctx, "t", "b", "u", batch, limit)
+	if err != nil || res.Trimmed != 45 || res.MessageCount != limit {
+		t.Fatalf("batch: %+v %v", res, err)
+	}
+	checkWindow(t, s, "b", 145-limit+1, 145)
+}
+
+// TestReadsSessionsOfTheOneByOneTrim: a session as the store wrote it
+// before dropped fields went in blocks (the same fields, each dropped
+// message deleted at once) is read, appended to and trimmed as any other.
+func TestReadsSessionsOfTheOneByOneTrim(t *testing.T) {
+	s := openStore(t)
+	ctx := t.Context()
+	key := s.Prefix() + "{t:t:s:old}"
+	now := time.Now()
+	us := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMicro(), 10) }
+	// Seqs 38..40 live (n=3, ls=40): 1..37 were dropped one by one.
+	fields := []any{"u", "u", "a", "app", "st", `{"k":1}`, "r", "2", "n", "3", "ls", "40", "lt", us(-time.Second),
+		"ttl", "3600000", "c", us(-time.Hour), "la", us(-time.Second), "x", us(time.Hour - time.Second),
+		"ix", strconv.FormatInt(now.Add(2*time.Hour).UnixMilli(), 10), "g", "gen1"}
+	for q := 38; q <= 40; q++ {
+		fields = append(fields, "#"+strconv.Itoa(q), strconv.Itoa(q)+"|"+us(time.Duration(q-41)*time.Millisecond)+`|{"r":"user","c":"old `+strconv.Itoa(q)+`"}`)
+	}
+	if err := s.Client().HSet(ctx, key, fields...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client().PExpire(ctx, key, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "t", "old", "u")
+	if err != nil || got.Revision != 2 || got.MessageCount != 3 || got.LastSeq != 40 || string(got.State) != `{"k":1}` || got.App != "app" {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	checkWindow(t, s, "old", 38, 40)
+	for i := int64(41); i <= 80; i++ {
+		res, err := s.Append(ctx, "t", "old", "u", []session.MessageInput{{Role: "user", Content: "new"}}, 3)
+		if err != nil || res.Trimmed != 1 || res.MessageCount != 3 || res.Messages[0].Seq != i {
+			t.Fatalf("append %d: %+v %v", i, res, err)
+		}
+		if !res.Messages[0].CreatedAt.After(now.Add(-time.Second)) {
+			t.Fatalf("append %d: time %v before the stored last message", i, res.Messages[0].CreatedAt)
+		}
+		checkWindow(t, s, "old", i-2, i)
+	}
+	if _, err := s.SetState(ctx, "t", "old", "u", 2, json.RawMessage(`{"k":2}`)); err != nil {
+		t.Fatalf("set state: %v", err)
 	}
 }

@@ -51,6 +51,8 @@ type Store struct {
 	prefix string
 	owned  bool
 	cache  *stateCache
+	// appends shares round trips between concurrent appends (combine.go).
+	appends *combiner
 }
 
 // Open connects to a redis:// or rediss:// URL, checks it answers and loads
@@ -111,7 +113,9 @@ func New(c goredis.UniversalClient, o Options) *Store {
 	case o.StateCacheBytes < 0:
 		o.StateCacheBytes = 0
 	}
-	return &Store{c: c, prefix: o.Prefix, cache: newStateCache(o.StateCacheBytes)}
+	s := &Store{c: c, prefix: o.Prefix, cache: newStateCache(o.StateCacheBytes)}
+	s.appends = &combiner{c: c, load: s.loadScripts}
+	return s
 }
 
 // Client returns the underlying client.
@@ -245,7 +249,11 @@ type result struct {
 }
 
 func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (result, error) {
-	v, err := sc.Run(ctx, s.c, keys, args...).Result()
+	return scriptResult(sc.Run(ctx, s.c, keys, args...).Result())
+}
+
+// scriptResult decodes a script's reply: an error for a status other than "ok".
+func scriptResult(v any, err error) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
@@ -492,7 +500,7 @@ func (s *Store) Append(ctx context.Context, tenantID, sessionID, userID string, 
 		}
 		args = append(args, b)
 	}
-	r, err := s.run(ctx, appendScript, s.sessionKeys(tenantID, sessionID), args...)
+	r, err := scriptResult(s.appends.run(ctx, appendScript, s.sessionKeys(tenantID, sessionID), args...))
 	if err != nil {
 		return session.AppendResult{}, fmt.Errorf("append to session %s: %w", sessionID, err)
 	}
