@@ -42,7 +42,9 @@ takes every size in turn, so that load from elsewhere weighs on all alike):
              only), beside a full copy of the state per event
 
 Each figure is the median of the rounds, printed beside its ratio to the
-first size's.`,
+first size's; for the poll and commit/s also the paired ratio, the median
+over rounds of each round's ratio (load that came and went between rounds
+moves it less). --json adds every round's sample.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.PostgresURL = flagOrEnv(cmd, "postgres", pg, envPostgresURL, "")

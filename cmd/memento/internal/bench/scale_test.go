@@ -42,6 +42,9 @@ func TestRunScaleSmoke(t *testing.T) {
 				t.Errorf("%s %d: %d samples of %s, want one per round", row.Backend, row.Runs, got, name)
 			}
 		}
+		if row.Runs == 2000 && (row.PollPaired != 1 || row.CommitsPaired != 1) {
+			t.Errorf("%s %d: the first size's paired ratios are %v and %v, want 1", row.Backend, row.Runs, row.PollPaired, row.CommitsPaired)
+		}
 		if row.CommitsPerSec <= 0 || row.ResumeMS <= 0 || row.RetainBatchMS <= 0 {
 			t.Errorf("%s %d: a figure is missing: %+v", row.Backend, row.Runs, row)
 		}
@@ -52,5 +55,15 @@ func TestRunScaleSmoke(t *testing.T) {
 	}
 	if len(left) != 0 {
 		t.Errorf("SQLite files left behind: %v", left)
+	}
+}
+
+// The paired ratio is the median of the rounds' own ratios.
+func TestPairedRatio(t *testing.T) {
+	if got := pairedRatio([]float64{2, 4, 9}, []float64{1, 4, 3}); got != 2 {
+		t.Fatalf("pairedRatio = %v, want 2 (the median of 2, 1 and 3)", got)
+	}
+	if got := pairedRatio([]float64{5, 6}, []float64{0, 3}); got != 2 {
+		t.Fatalf("pairedRatio = %v, want 2 (a round of base 0 left out)", got)
 	}
 }
