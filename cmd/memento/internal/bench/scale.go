@@ -585,6 +585,16 @@ func openScalePostgres(ctx context.Context, rawURL string) (*scaleDB, error) {
 	return &scaleDB{
 		backend: "postgres", store: db, ops: db,
 		load: func(ctx context.Context, n, every int) error {
+			// The load is setup, not a measured statement: at 1M runs on a
+			// busy machine it outlasts the pool's statement_timeout.
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+				return err
+			}
 			for _, q := range []struct {
 				sql  string
 				args []any
@@ -594,19 +604,20 @@ func openScalePostgres(ctx context.Context, rawURL string) (*scaleDB, error) {
 				{scalePGEvents, nil},
 				{scalePGWakeups, nil},
 			} {
-				if _, err := pool.Exec(ctx, q.sql, q.args...); err != nil {
+				if _, err := conn.Exec(ctx, q.sql, q.args...); err != nil {
 					return err
 				}
 			}
 			for _, t := range []string{"runs", "run_events", "run_wakeups"} {
-				if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
+				if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
 					return err
 				}
 			}
 			// Let the load's checkpoint happen now rather than during the
 			// measurements (it needs the pg_checkpoint role: best effort).
-			_, _ = pool.Exec(ctx, "CHECKPOINT")
-			return nil
+			_, _ = conn.Exec(ctx, "CHECKPOINT")
+			_, err = conn.Exec(ctx, "RESET statement_timeout")
+			return err
 		},
 		size: func(ctx context.Context) (int64, error) {
 			var n int64
