@@ -136,9 +136,10 @@ type Store interface {
 	//     run with At <= q.Now, in At order), with their StatusReason and
 	//     the state's top-level member q.ControlKey (Control, JSON; nil if
 	//     absent or q.ControlKey is empty).
-	// Its cost grows with active runs (running, and suspended ones that
-	// something woke), never with finished runs or with suspended runs that
-	// nothing woke. Due wake-ups of runs that are no longer active (finished
+	// Its cost grows with the runs it returns (running runs without a live
+	// lease, suspended ones with a due wake-up), never with finished runs,
+	// running runs holding a live lease, or suspended runs that nothing woke
+	// or whose wake-up is not yet due. Due wake-ups of runs that are no longer active (finished
 	// or deleted) are deleted as they are met. Wake-ups of running runs are
 	// kept until the run is suspended or finishes: the event may concern
 	// what the run is about to wait for.

@@ -23,7 +23,7 @@ import (
 // Concurrency workers. Several processes may serve one store: leases decide
 // who drives a run.
 //
-// A poll costs what the active runs cost, not what the store holds: the
+// A poll costs what the due runs cost, not what the store holds: the
 // store lists running runs without a live lease and suspended runs that a
 // wake-up names (written with the approval decision or the operation's
 // settlement, see run.Store.ListRecoverable); only those are checked, and a

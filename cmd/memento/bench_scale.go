@@ -23,21 +23,28 @@ func newBenchScaleCmd() *cobra.Command {
 		Use:   "scale",
 		Short: "Recovery poll, retention, commits, resume and storage at 10k to 1M runs",
 		Long: `Load each size of runs (default 10k, 100k and 1M; 1 in 1000 active, half of those
-running with a free lease and half suspended, the rest finished over the last
-30 days with two events each) into a schema (--postgres) or file (--data) of
-its own, dropped after, and measure them in interleaved rounds (each round
+running with a live lease and half suspended waiting for an approval that
+expires in a day, the rest finished over the last 30 days with two events
+each; beside them, in a tenant of their own, as many running runs with a free
+lease as there are active runs) into a schema (--postgres) or file (--data)
+of its own, dropped after, and measure them in interleaved rounds (each round
 takes every size in turn, so that load from elsewhere weighs on all alike):
 
-  poll       one whole recovery poll, every page, as the workflow engine makes it
-             (also per active run: the active runs grow with the size)
+  poll       one whole recovery poll, every page, as the workflow engine makes it,
+             of the healthy tenant (nothing is due: it returns nothing)
+  due poll   the same of the tenant of free leases (all returned), also per
+             returned run: those runs grow with the size
   retain     one retention batch of 500 finished runs
-  commit/s   step commits per second at c=1 on a leased run
+  commit/s   step commits per second at c=1 on a leased run, taken in 100 ms
+             slices by the sizes in turn
   resume     resume verification of a suspended run with 10k events
   storage    bytes per event of a 1,000-step run with a 100 KB state (first size
              only), beside a full copy of the state per event
 
 Each figure is the median of the rounds, printed beside its ratio to the
-first size's.`,
+first size's; for the poll and commit/s also the paired ratio, the median
+over rounds of each round's ratio (load that came and went between rounds
+moves it less). --json adds every round's sample.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.PostgresURL = flagOrEnv(cmd, "postgres", pg, envPostgresURL, "")

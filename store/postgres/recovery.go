@@ -7,33 +7,42 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/mementohq/memento/run"
 )
 
 // recoverableSQL is the recovery poll: running runs with a free or expired
 // lease (compared with the database clock), then suspended runs with due
-// wake-ups, each part read through an index that holds active runs only
-// (runs_active, and run_wakeups whose rows leave with their run). The
-// second part also returns due wake-ups of runs no longer active (status
-// NULL or terminal), which the caller deletes.
+// wake-ups. Each part reads only the rows it returns: the first the range
+// up to now() of runs_lease_due (0015; running runs keyed by when their
+// lease stops being live, so finished runs and live leases are not in the
+// range), the second the range up to $3 of run_wakeups_due (0015; future
+// timed wake-ups are not in it). The second part also returns due wake-ups
+// of runs no longer active (status NULL or terminal), which the caller
+// deletes.
 const recoverableSQL = `
 SELECT run_id, workflow_name, status, lease_expires_at, '' AS status_reason, NULL::jsonb AS control,
 	NULL::timestamptz[] AS ats, NULL::bigint[] AS ns
 FROM runs
 WHERE tenant_id = $1 AND status = 'running' AND run_id > $2
-  AND (lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= now())
+  AND ` + leaseDueSQL + ` <= now()
 UNION ALL
 SELECT d.run_id, r.workflow_name, r.status, r.lease_expires_at, r.status_reason,
 	CASE WHEN $4::text = '' THEN NULL ELSE r.state -> $4::text END, d.ats, d.ns
 FROM (
 	SELECT run_id, array_agg(wake_at ORDER BY wake_at) AS ats, array_agg(n ORDER BY wake_at) AS ns
 	FROM run_wakeups
-	WHERE tenant_id = $1 AND run_id > $2 AND wake_at <= $3
+	WHERE tenant_id = $1 AND wake_at <= $3 AND run_id > $2
 	GROUP BY run_id
 ) d LEFT JOIN runs r ON r.tenant_id = $1 AND r.run_id = d.run_id
 WHERE r.status IS DISTINCT FROM 'running'
 ORDER BY run_id
 LIMIT $5`
+
+// leaseDueSQL is when a running run's lease stops being live: the key of
+// runs_lease_due, spelled as its migration does so the planner matches it.
+const leaseDueSQL = `(CASE WHEN lease_owner = '' OR lease_expires_at IS NULL THEN '-infinity'::timestamptz ELSE lease_expires_at END)`
 
 // ListRecoverable returns the runs a recovery loop must look at; see run.Store.
 func (db *DB) ListRecoverable(ctx context.Context, tenantID string, q run.RecoveryQuery) ([]run.Recoverable, error) {
@@ -44,7 +53,13 @@ func (db *DB) ListRecoverable(ctx context.Context, tenantID string, q run.Recove
 	if q.Now.IsZero() {
 		q.Now = time.Now()
 	}
-	rows, err := db.pool.Query(ctx, recoverableSQL, tenantID, q.AfterRunID, q.Now, q.ControlKey, limit)
+	// Planned for each call's values (an unnamed statement), never as a
+	// cached generic plan: not knowing $3, a generic plan estimates a third
+	// of the wake-ups due and reads the whole table instead of
+	// run_wakeups_due, which would make the poll grow with the suspended
+	// runs waiting for a timed wake-up.
+	rows, err := db.pool.Query(ctx, recoverableSQL, pgx.QueryExecModeExec,
+		tenantID, q.AfterRunID, q.Now, q.ControlKey, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list recoverable runs: %w", err)
 	}

@@ -14,22 +14,26 @@ import (
 )
 
 // recoverableSQL is the recovery poll; see the PostgreSQL store for the
-// design. The index predicate is repeated verbatim (SQLite proves a partial
-// index usable only from terms it sees), and INDEXED BY makes a query that
-// could not use it an error rather than a scan. Lease expiry is compared with the store's clock (?3), wake-ups
-// with the caller's (?4). Due wake-ups come as "at:n,at:n".
+// design. Each part reads only the rows it returns, through the indexes of
+// migration 0015: runs_lease_due up to the store's clock (?3), whose key
+// expression and predicate are repeated verbatim (SQLite matches an
+// expression index and proves a partial one usable only from terms it
+// sees), and run_wakeups_due up to the caller's clock (?4). INDEXED BY
+// makes a query that could not use them an error rather than a scan. Due
+// wake-ups come as "at:n,at:n".
 const recoverableSQL = `
 SELECT run_id AS rid, workflow_name, status, lease_expires_at, '', NULL, NULL
-FROM runs INDEXED BY runs_active
-WHERE tenant_id = ?1 AND status = 'running' AND status IN ('running', 'suspended') AND run_id > ?2
-  AND (lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= ?3)
+FROM runs INDEXED BY runs_lease_due
+WHERE tenant_id = ?1 AND status = 'running'
+  AND (CASE WHEN lease_owner = '' OR lease_expires_at IS NULL THEN 0 ELSE lease_expires_at END) <= ?3
+  AND run_id > ?2
 UNION ALL
 SELECT d.run_id AS rid, r.workflow_name, r.status, r.lease_expires_at, r.status_reason,
 	CASE WHEN ?5 = '' THEN NULL ELSE r.state -> ?5 END, d.w
 FROM (
 	SELECT run_id, group_concat(wake_at || ':' || n) AS w
-	FROM run_wakeups
-	WHERE tenant_id = ?1 AND run_id > ?2 AND wake_at <= ?4
+	FROM run_wakeups INDEXED BY run_wakeups_due
+	WHERE tenant_id = ?1 AND wake_at <= ?4 AND run_id > ?2
 	GROUP BY run_id
 ) d LEFT JOIN runs r ON r.tenant_id = ?1 AND r.run_id = d.run_id
 WHERE r.status IS NOT 'running'

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -33,8 +34,8 @@ type ScaleConfig struct {
 	// DataDir holds the SQLite files, one per size, removed after.
 	DataDir string
 	Sizes   []int
-	// ActiveEvery: one run in ActiveEvery is active (half running, half
-	// suspended); 1000 is 0.1%.
+	// ActiveEvery: one run in ActiveEvery is active (half running with a
+	// live lease, half suspended waiting for a timed wake-up); 1000 is 0.1%.
 	ActiveEvery int
 	// Rounds of interleaved measurement; each figure is their median.
 	Rounds int
@@ -88,10 +89,18 @@ type ScaleRow struct {
 	Runs    int    `json:"runs"`
 	Active  int    `json:"active"`
 	// PollMS is one whole recovery poll (every page) as the workflow engine
-	// makes it; PollPerActiveUS divides it by the active runs.
-	PollMS          float64 `json:"poll_ms"`
-	PollPerActiveUS float64 `json:"poll_per_active_us"`
-	PollReturned    int     `json:"poll_returned"`
+	// makes it, of the healthy tenant: every running run holds a live lease
+	// and every suspended run waits for a wake-up that is not due, so a poll
+	// that reads only what it returns returns nothing (PollReturned).
+	PollMS       float64 `json:"poll_ms"`
+	PollReturned int     `json:"poll_returned"`
+	// DuePollMS is one whole poll of the recovering tenant, which holds as
+	// many running runs with a free lease (their worker died) as the healthy
+	// one holds active runs; DuePollReturned of them come back, and
+	// DuePollPerRunUS is the cost per returned run.
+	DuePollMS       float64 `json:"due_poll_ms"`
+	DuePollReturned int     `json:"due_poll_returned"`
+	DuePollPerRunUS float64 `json:"due_poll_per_run_us"`
 	// RetainBatchMS is one retention batch of RetainLimit finished runs.
 	RetainBatchMS float64 `json:"retain_batch_ms"`
 	CommitsPerSec float64 `json:"commits_per_s"`
@@ -104,6 +113,24 @@ type ScaleRow struct {
 	BytesPerEvent       float64 `json:"bytes_per_event,omitempty"`
 	BytesPerEventNested float64 `json:"bytes_per_event_nested,omitempty"`
 	LoadSeconds         float64 `json:"load_s"`
+	// PollPaired and CommitsPaired are the median over rounds of the round's
+	// figure divided by the first size's in the same round: the rounds are
+	// measured side by side, so this ratio is not moved by load that came
+	// and went between rounds, as the ratio of the medians is.
+	PollPaired    float64 `json:"poll_paired_ratio"`
+	CommitsPaired float64 `json:"commits_per_s_paired_ratio"`
+	// Rounds holds every round's sample of each figure, in round order, so
+	// that the spread behind a median (and so the noise in a ratio) shows.
+	Rounds ScaleSamples `json:"rounds"`
+}
+
+// ScaleSamples are the per-round samples of one size.
+type ScaleSamples struct {
+	PollMS        []float64 `json:"poll_ms"`
+	DuePollMS     []float64 `json:"due_poll_ms"`
+	RetainBatchMS []float64 `json:"retain_batch_ms"`
+	CommitsPerSec []float64 `json:"commits_per_s"`
+	ResumeMS      []float64 `json:"resume_ms"`
 }
 
 // ScaleReport is the result of RunScale.
@@ -121,7 +148,11 @@ type ScaleReport struct {
 // RetainLimit is the batch size run.Service's retention uses.
 const RetainLimit = 500
 
-const scaleTenant = "scale"
+const (
+	scaleTenant = "scale"
+	// scaleDueTenant holds the runs a recovery poll must return.
+	scaleDueTenant = "scale-due"
+)
 
 // scaleDB is one size's scratch database of one backend.
 type scaleDB struct {
@@ -163,14 +194,14 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (ScaleReport, error) {
 
 // scaleSize is one loaded size and what is measured on it.
 type scaleSize struct {
-	db                             *scaleDB
-	n                              int
-	runs                           *run.Service
-	ops                            *toolop.Service
-	commit                         stepper
-	resumer                        *resumeRun
-	row                            ScaleRow
-	polls, rates, resumes, batches []float64
+	db                                       *scaleDB
+	n                                        int
+	runs                                     *run.Service
+	ops                                      *toolop.Service
+	commit                                   stepper
+	resumer                                  *resumeRun
+	row                                      ScaleRow
+	polls, duePolls, rates, resumes, batches []float64
 }
 
 func scaleBackend(ctx context.Context, cfg ScaleConfig, open func(context.Context) (*scaleDB, error)) ([]ScaleRow, error) {
@@ -205,8 +236,20 @@ func scaleBackend(ctx context.Context, cfg ScaleConfig, open func(context.Contex
 		fmt.Fprintf(cfg.Progress, "scale %s %d: loaded in %.1fs, resume run built in %.1fs\n",
 			db.backend, n, sz.row.LoadSeconds, time.Since(t0).Seconds()-sz.row.LoadSeconds)
 	}
+	// One untimed poll of each tenant per size first: the first statements
+	// on a new pool fill the server's caches of the schema.
+	for _, sz := range sizes {
+		for _, tn := range []string{scaleTenant, scaleDueTenant} {
+			if _, err := pollAll(ctx, sz.db.store, tn, sz.ops.Now()); err != nil {
+				return nil, fmt.Errorf("%s at %d runs: poll: %w", sz.db.backend, sz.n, err)
+			}
+		}
+	}
 	cutoff := time.Now().Add(-time.Hour)
 	for round := 0; round < cfg.Rounds; round++ {
+		if err := measureCommits(ctx, sizes, cfg.CommitDuration/time.Duration(cfg.Rounds), round); err != nil {
+			return nil, err
+		}
 		for i := range sizes {
 			sz := sizes[(i+round)%len(sizes)]
 			if err := sz.measureRound(ctx, cfg, cutoff); err != nil {
@@ -218,10 +261,13 @@ func scaleBackend(ctx context.Context, cfg ScaleConfig, open func(context.Contex
 	var rows []ScaleRow
 	for i, sz := range sizes {
 		row := sz.row
-		row.PollMS, row.CommitsPerSec = Median(sz.polls), Median(sz.rates)
+		row.PollMS, row.DuePollMS, row.CommitsPerSec = Median(sz.polls), Median(sz.duePolls), Median(sz.rates)
 		row.ResumeMS, row.RetainBatchMS = Median(sz.resumes), Median(sz.batches)
-		if row.Active > 0 {
-			row.PollPerActiveUS = row.PollMS * 1000 / float64(row.Active)
+		row.Rounds = ScaleSamples{PollMS: sz.polls, DuePollMS: sz.duePolls, RetainBatchMS: sz.batches,
+			CommitsPerSec: sz.rates, ResumeMS: sz.resumes}
+		row.PollPaired, row.CommitsPaired = pairedRatio(sz.polls, sizes[0].polls), pairedRatio(sz.rates, sizes[0].rates)
+		if row.DuePollReturned > 0 {
+			row.DuePollPerRunUS = row.DuePollMS * 1000 / float64(row.DuePollReturned)
 		}
 		if i == 0 {
 			// Last, as its 100 MB of writes would weigh on whatever came after.
@@ -238,25 +284,66 @@ func scaleBackend(ctx context.Context, cfg ScaleConfig, open func(context.Contex
 	return rows, nil
 }
 
-// measureRound takes one sample of everything on one size: the median of
-// a few recovery polls, a slice of commits, one resume and retention batches.
+// commitSlice is how long one size commits before the next takes its
+// turn. Commits at c=1 wait on the disk flush and the scheduler, which on
+// a shared machine change from one second to the next: a size given its
+// whole share of a round at once would measure that second, not the size.
+const commitSlice = 100 * time.Millisecond
+
+// measureCommits takes one round's sample of commit/s of every size: each
+// size commits for d in all, in slices taken in turn (who goes first
+// rotates), so that load from elsewhere weighs on every size alike.
+func measureCommits(ctx context.Context, sizes []*scaleSize, d time.Duration, round int) error {
+	ops := make([]int64, len(sizes))
+	took := make([]time.Duration, len(sizes))
+	for turn := 0; slices.ContainsFunc(took, func(t time.Duration) bool { return t < d }); turn++ {
+		for k := range sizes {
+			i := (k + turn + round) % len(sizes)
+			sl := min(commitSlice, d-took[i])
+			if sl <= 0 {
+				continue
+			}
+			n, el, err := measure(ctx, []stepper{sizes[i].commit}, sl)
+			if err != nil {
+				return fmt.Errorf("%s at %d runs: commits: %w", sizes[i].db.backend, sizes[i].n, err)
+			}
+			ops[i] += n
+			took[i] += el
+		}
+	}
+	for i, sz := range sizes {
+		sz.rates = append(sz.rates, float64(ops[i])/took[i].Seconds())
+	}
+	return nil
+}
+
+// measureRound takes one sample of the rest on one size: the median of a
+// few recovery polls of each tenant, one resume and retention batches. The
+// healthy tenant's polls come first and one after another, as a healthy
+// system makes them: a due poll in between (a thousand runs returned at
+// 1M) would leave its garbage and its pages to the next.
 func (sz *scaleSize) measureRound(ctx context.Context, cfg ScaleConfig, cutoff time.Time) error {
-	var polls []float64
+	var polls, duePolls []float64
 	for i := 0; i < cfg.Polls; i++ {
 		t := time.Now()
-		got, err := pollAll(ctx, sz.db.store, sz.ops.Now())
+		got, err := pollAll(ctx, sz.db.store, scaleTenant, sz.ops.Now())
 		if err != nil {
 			return fmt.Errorf("poll: %w", err)
 		}
 		polls = append(polls, float64(time.Since(t).Microseconds())/1000)
 		sz.row.PollReturned = got
 	}
-	sz.polls = append(sz.polls, Median(polls))
-	count, el, err := measure(ctx, []stepper{sz.commit}, cfg.CommitDuration/time.Duration(cfg.Rounds))
-	if err != nil {
-		return fmt.Errorf("commits: %w", err)
+	for i := 0; i < cfg.Polls; i++ {
+		t := time.Now()
+		got, err := pollAll(ctx, sz.db.store, scaleDueTenant, sz.ops.Now())
+		if err != nil {
+			return fmt.Errorf("poll: %w", err)
+		}
+		duePolls = append(duePolls, float64(time.Since(t).Microseconds())/1000)
+		sz.row.DuePollReturned = got
 	}
-	sz.rates = append(sz.rates, float64(count)/el.Seconds())
+	sz.polls = append(sz.polls, Median(polls))
+	sz.duePolls = append(sz.duePolls, Median(duePolls))
 	ms, err := sz.resumer.resume(ctx)
 	if err != nil {
 		return err
@@ -276,11 +363,22 @@ func (sz *scaleSize) measureRound(ctx context.Context, cfg ScaleConfig, cutoff t
 	return nil
 }
 
-func pollAll(ctx context.Context, st run.Store, now time.Time) (int, error) {
+// pairedRatio is the median over rounds of v[r] / base[r].
+func pairedRatio(v, base []float64) float64 {
+	var r []float64
+	for i := range min(len(v), len(base)) {
+		if base[i] > 0 {
+			r = append(r, v[i]/base[i])
+		}
+	}
+	return Median(r)
+}
+
+func pollAll(ctx context.Context, st run.Store, tenant string, now time.Time) (int, error) {
 	q := run.RecoveryQuery{Now: now, ControlKey: control.Key, Limit: run.MaxListLimit}
 	total := 0
 	for {
-		page, err := st.ListRecoverable(ctx, scaleTenant, q)
+		page, err := st.ListRecoverable(ctx, tenant, q)
 		if err != nil {
 			return total, err
 		}
@@ -410,21 +508,43 @@ func measureStorage(ctx context.Context, db *scaleDB, runs *run.Service, steps, 
 	return float64(after-before) / float64(steps), nil
 }
 
-// scalePGLoad fills runs and run_events with generate_series: one run in
-// every activeEvery is active (alternately running with a free lease and
-// suspended with nothing to wake it); the rest completed, finished over
-// the last 30 days, each with two events.
+// scalePGLoad fills runs and run_events with generate_series. In the
+// healthy tenant one run in every activeEvery is active: alternately
+// running with a live lease (its worker is at it) and suspended waiting
+// for an approval that expires in a day (a timed wake-up, written below);
+// the rest completed, finished over the last 30 days, each with two
+// events. The recovering tenant holds as many running runs with a free
+// lease as the healthy one holds active runs.
 const scalePGLoad = `
 INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
-	status, status_reason, next_step, state, state_revision, created_at, updated_at, finished_at)
+	status, status_reason, next_step, state, state_revision, created_at, updated_at, finished_at,
+	lease_owner, lease_epoch, lease_expires_at)
 SELECT 'scale', 'run-' || lpad(g::text, 8, '0'), 'scale-wf', '1', 1,
 	s.status, '', 'step-2', '{"order":12345,"note":"a small state of a finished run","_memento":{"budget":{},"spent":{"steps":1,"tokens":0,"cost_micros":0,"wall_ms":3}}}'::jsonb,
-	2, t.at, t.at + interval '1 minute', CASE WHEN s.status = 'completed' THEN t.at + interval '1 minute' END
+	2, t.at, t.at + interval '1 minute', CASE WHEN s.status = 'completed' THEN t.at + interval '1 minute' END,
+	CASE WHEN s.status = 'running' THEN 'scale-worker' ELSE '' END, CASE WHEN s.status = 'running' THEN 1 ELSE 0 END,
+	CASE WHEN s.status = 'running' THEN now() + interval '1 day' END
 FROM generate_series(1, $1::int) g,
 	LATERAL (SELECT CASE WHEN g % $2::int = 0 THEN CASE WHEN (g / $2::int) % 2 = 0 THEN 'running' ELSE 'suspended' END
 		ELSE 'completed' END AS status) s,
 	LATERAL (SELECT now() - interval '31 days' + (g::float8 / $1::int) * interval '30 days' AS at) t;
 `
+
+const scalePGDueLoad = `
+INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
+	status, status_reason, next_step, state, state_revision, created_at, updated_at)
+SELECT 'scale-due', 'run-' || lpad(g::text, 8, '0'), 'scale-wf', '1', 1,
+	'running', '', 'step-2', '{"order":12345,"note":"a small state of a running run","_memento":{"budget":{},"spent":{"steps":1,"tokens":0,"cost_micros":0,"wall_ms":3}}}'::jsonb,
+	2, now() - interval '1 hour', now() - interval '1 hour'
+FROM generate_series(1, $1::int) g`
+
+// scalePGWakeups drops the wake-up each loaded suspended run's insert
+// wrote (nothing happened that it waits for, as a first poll would find)
+// and arms the expiry of the approval it waits for, a day from now.
+const scalePGWakeups = `
+WITH d AS (DELETE FROM run_wakeups)
+INSERT INTO run_wakeups (tenant_id, run_id, wake_at)
+SELECT tenant_id, run_id, now() + interval '1 day' FROM runs WHERE tenant_id = 'scale' AND status = 'suspended'`
 
 const scalePGEvents = `
 INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
@@ -433,7 +553,7 @@ SELECT r.tenant_id, r.run_id, e.seq, CASE e.seq WHEN 1 THEN 'run.created' ELSE '
 	CASE e.seq WHEN 1 THEN '' ELSE 'step-1' END, 0, '{}'::jsonb, r.state, r.next_step,
 	CASE e.seq WHEN 1 THEN 'running' ELSE r.status END, 1, r.created_at
 FROM runs r, generate_series(1, 2) AS e(seq)
-WHERE r.tenant_id = 'scale'`
+WHERE r.tenant_id IN ('scale', 'scale-due')`
 
 func openScalePostgres(ctx context.Context, rawURL string) (*scaleDB, error) {
 	admin, err := pgx.Connect(ctx, rawURL)
@@ -465,26 +585,39 @@ func openScalePostgres(ctx context.Context, rawURL string) (*scaleDB, error) {
 	return &scaleDB{
 		backend: "postgres", store: db, ops: db,
 		load: func(ctx context.Context, n, every int) error {
-			if _, err := pool.Exec(ctx, scalePGLoad, n, every); err != nil {
+			// The load is setup, not a measured statement: at 1M runs on a
+			// busy machine it outlasts the pool's statement_timeout.
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
 				return err
 			}
-			if _, err := pool.Exec(ctx, scalePGEvents); err != nil {
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
 				return err
 			}
-			// The loaded suspended runs wait for nothing that happened: drop
-			// the wake-up their insert wrote, as a first poll would.
-			if _, err := pool.Exec(ctx, "DELETE FROM run_wakeups"); err != nil {
-				return err
+			for _, q := range []struct {
+				sql  string
+				args []any
+			}{
+				{scalePGLoad, []any{n, every}},
+				{scalePGDueLoad, []any{n / every}},
+				{scalePGEvents, nil},
+				{scalePGWakeups, nil},
+			} {
+				if _, err := conn.Exec(ctx, q.sql, q.args...); err != nil {
+					return err
+				}
 			}
-			for _, t := range []string{"runs", "run_events"} {
-				if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
+			for _, t := range []string{"runs", "run_events", "run_wakeups"} {
+				if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
 					return err
 				}
 			}
 			// Let the load's checkpoint happen now rather than during the
 			// measurements (it needs the pg_checkpoint role: best effort).
-			_, _ = pool.Exec(ctx, "CHECKPOINT")
-			return nil
+			_, _ = conn.Exec(ctx, "CHECKPOINT")
+			_, err = conn.Exec(ctx, "RESET statement_timeout")
+			return err
 		},
 		size: func(ctx context.Context) (int64, error) {
 			var n int64
@@ -540,8 +673,8 @@ func openScaleSQLite(ctx context.Context, dir string) (*scaleDB, error) {
 	}, nil
 }
 
-// loadSQLite inserts what scalePGLoad does in one transaction with
-// prepared statements.
+// loadSQLite inserts what scalePGLoad, scalePGDueLoad and scalePGWakeups
+// do, in one transaction with prepared statements.
 func loadSQLite(ctx context.Context, w *sql.DB, n, every int) error {
 	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
@@ -549,20 +682,31 @@ func loadSQLite(ctx context.Context, w *sql.DB, n, every int) error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	insRun, err := tx.PrepareContext(ctx, `INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version,
-		state_schema_version, status, status_reason, next_step, state, state_revision, created_at, updated_at, finished_at)
-		VALUES ('scale', ?, 'scale-wf', '1', 1, ?, '', 'step-2', ?, 2, ?, ?, ?)`)
+		state_schema_version, status, status_reason, next_step, state, state_revision, created_at, updated_at, finished_at,
+		lease_owner, lease_epoch, lease_expires_at)
+		VALUES (?, ?, 'scale-wf', '1', 1, ?, '', 'step-2', ?, 2, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
 	insEv, err := tx.PrepareContext(ctx, `INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id,
 		attempt, payload, state, next_step, status, state_schema_version, created_at)
-		VALUES ('scale', ?, ?, ?, ?, 0, '{}', ?, 'step-2', ?, 1, ?)`)
+		VALUES (?, ?, ?, ?, ?, 0, '{}', ?, 'step-2', ?, 1, ?)`)
 	if err != nil {
 		return err
 	}
+	insWake, err := tx.PrepareContext(ctx, `INSERT INTO run_wakeups (tenant_id, run_id, wake_at) VALUES ('scale', ?, ?)`)
+	if err != nil {
+		return err
+	}
+	// As on PostgreSQL: the loaded suspended runs were woken by nothing.
+	// The triggers write wake-ups as rows are inserted; they are dropped
+	// before the timed ones are armed.
+	var wakes []string
 	const state = `{"order":12345,"note":"a small state of a finished run","_memento":{"budget":{},"spent":{"steps":1,"tokens":0,"cost_micros":0,"wall_ms":3}}}`
-	start := time.Now().Add(-31 * 24 * time.Hour).UnixMicro()
+	now := time.Now()
+	start := now.Add(-31 * 24 * time.Hour).UnixMicro()
 	span := (30 * 24 * time.Hour).Microseconds()
+	tomorrow := now.Add(24 * time.Hour).UnixMicro()
 	for g := 1; g <= n; g++ {
 		status := "completed"
 		if g%every == 0 {
@@ -573,24 +717,47 @@ func loadSQLite(ctx context.Context, w *sql.DB, n, every int) error {
 		}
 		at := start + int64(float64(g)/float64(n)*float64(span))
 		upd := at + time.Minute.Microseconds()
-		var fin any
-		if status == "completed" {
+		var fin, exp any
+		owner, epoch := "", 0
+		switch status {
+		case "completed":
 			fin = upd
+		case "running":
+			owner, epoch, exp = "scale-worker", 1, tomorrow
 		}
 		id := fmt.Sprintf("run-%08d", g)
-		if _, err := insRun.ExecContext(ctx, id, status, state, at, upd, fin); err != nil {
+		if _, err := insRun.ExecContext(ctx, scaleTenant, id, status, state, at, upd, fin, owner, epoch, exp); err != nil {
 			return err
 		}
-		if _, err := insEv.ExecContext(ctx, id, 1, "run.created", "", state, "running", at); err != nil {
+		if _, err := insEv.ExecContext(ctx, scaleTenant, id, 1, "run.created", "", state, "running", at); err != nil {
 			return err
 		}
-		if _, err := insEv.ExecContext(ctx, id, 2, "step.completed", "step-1", state, status, upd); err != nil {
+		if _, err := insEv.ExecContext(ctx, scaleTenant, id, 2, "step.completed", "step-1", state, status, upd); err != nil {
 			return err
+		}
+		if status == "suspended" {
+			wakes = append(wakes, id)
 		}
 	}
-	// As on PostgreSQL: the loaded suspended runs were woken by nothing.
+	hourAgo := now.Add(-time.Hour).UnixMicro()
+	for g := 1; g <= n/every; g++ {
+		id := fmt.Sprintf("run-%08d", g)
+		if _, err := insRun.ExecContext(ctx, scaleDueTenant, id, "running", state, hourAgo, hourAgo, nil, "", 0, nil); err != nil {
+			return err
+		}
+		for seq := 1; seq <= 2; seq++ {
+			if _, err := insEv.ExecContext(ctx, scaleDueTenant, id, seq, "step.completed", "step-1", state, "running", hourAgo); err != nil {
+				return err
+			}
+		}
+	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM run_wakeups"); err != nil {
 		return err
+	}
+	for _, id := range wakes {
+		if _, err := insWake.ExecContext(ctx, id, tomorrow); err != nil {
+			return err
+		}
 	}
 	return tx.Commit()
 }
@@ -605,10 +772,14 @@ func (r ScaleReport) WriteJSON(w io.Writer) error {
 // WriteTable writes one line per backend and size, each figure beside its
 // ratio to the backend's first size.
 func (r ScaleReport) WriteTable(w io.Writer) {
-	fmt.Fprintf(w, "runs loaded per size, 1 in %d active (half running with a free lease, half suspended); retention batch %d runs;\nresume of a run with %d events; storage of %d steps of a %d-byte state; medians of %d interleaved rounds\n\n",
+	fmt.Fprintf(w, "runs loaded per size, 1 in %d active (half running with a live lease, half suspended on a wake-up due in a day);\n"+
+		"due poll: a tenant of as many running runs with a free lease; retention batch %d runs;\n"+
+		"paired: median over rounds of the round's ratio to the first size (rounds are side by side);\n"+
+		"resume of a run with %d events; storage of %d steps of a %d-byte state; medians of %d interleaved rounds\n\n",
 		r.ActiveEvery, r.RetainLimit, r.ResumeEvents, r.StorageSteps, r.StateBytes, r.Rounds)
-	fmt.Fprintf(w, "%-8s %9s %6s | %9s %6s %11s %6s | %10s %6s | %9s %6s | %9s %6s\n",
-		"backend", "runs", "active", "poll ms", "x", "us/active", "x", "retain ms", "x", "commit/s", "x", "resume ms", "x")
+	fmt.Fprintf(w, "%-8s %9s %6s | %9s %6s %6s %4s | %9s %6s %10s %6s | %10s %6s | %9s %6s %6s | %9s %6s\n",
+		"backend", "runs", "active", "poll ms", "x", "paired", "got", "due ms", "got", "us/due run", "x", "retain ms", "x",
+		"commit/s", "x", "paired", "resume ms", "x")
 	base := map[string]ScaleRow{}
 	for _, row := range r.Rows {
 		b, ok := base[row.Backend]
@@ -621,11 +792,11 @@ func (r ScaleReport) WriteTable(w io.Writer) {
 			}
 			return strconv.FormatFloat(v/b, 'f', 2, 64)
 		}
-		fmt.Fprintf(w, "%-8s %9d %6d | %9.3f %6s %11.2f %6s | %10.2f %6s | %9.0f %6s | %9.1f %6s\n",
-			row.Backend, row.Runs, row.Active, row.PollMS, ratio(row.PollMS, b.PollMS),
-			row.PollPerActiveUS, ratio(row.PollPerActiveUS, b.PollPerActiveUS),
+		fmt.Fprintf(w, "%-8s %9d %6d | %9.3f %6s %6.2f %4d | %9.3f %6d %10.2f %6s | %10.2f %6s | %9.0f %6s %6.2f | %9.1f %6s\n",
+			row.Backend, row.Runs, row.Active, row.PollMS, ratio(row.PollMS, b.PollMS), row.PollPaired, row.PollReturned,
+			row.DuePollMS, row.DuePollReturned, row.DuePollPerRunUS, ratio(row.DuePollPerRunUS, b.DuePollPerRunUS),
 			row.RetainBatchMS, ratio(row.RetainBatchMS, b.RetainBatchMS),
-			row.CommitsPerSec, ratio(row.CommitsPerSec, b.CommitsPerSec),
+			row.CommitsPerSec, ratio(row.CommitsPerSec, b.CommitsPerSec), row.CommitsPaired,
 			row.ResumeMS, ratio(row.ResumeMS, b.ResumeMS))
 	}
 	fmt.Fprintln(w)
