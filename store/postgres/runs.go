@@ -111,21 +111,29 @@ WITH t AS (
 ), ins AS (
 	INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
 		status, status_reason, next_step, state, state_revision, parent_run_id, parent_revision,
-		idempotency_key, request_digest, created_at, updated_at, chain_head, spent)
+		idempotency_key, request_digest, created_at, updated_at, chain_head, spent,
+		lease_owner, lease_epoch, lease_expires_at)
 	SELECT $1, $2, $3, $4, $5::int, $6::text, $7, $8::text, $9::jsonb, 1, $10, $11,
 		NULLIF($12::text, ''), $13, now(), now(),
 		` + chainSQL("''", "'1'", "'"+run.EventRunCreated+"'", "''", "'0'", "t.payload_t", "'S'", "t.state_t", "$8::text", "$6::text", "t.version_t") + `,
-		'{}'::jsonb
+		'{}'::jsonb,
+		$16::text, CASE WHEN $16::text = '' THEN 0 ELSE 1 END,
+		CASE WHEN $16::text <> '' THEN now() + $17::bigint * interval '1 microsecond' END
 	FROM t
+	-- The schema condition of commitSQL (schemaGuardSQL), for the version
+	-- the run is created at.
+	WHERE coalesce((SELECT bool_or(w.version = $5::int AND w.digest = $15::text)
+	                FROM workflow_schemas w
+	                WHERE w.tenant_id = $1 AND w.workflow_name = $3), true)
 	ON CONFLICT DO NOTHING
-	RETURNING created_at, chain_head
+	RETURNING created_at, chain_head, lease_expires_at
 ), ev AS (
 	INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
 		state, next_step, status, state_schema_version, created_at, chain)
 	SELECT $1::text, $2::text, 1, '` + run.EventRunCreated + `', '', 0, $14::jsonb, $9::jsonb, $8::text, $6::text, $5::int, created_at, chain_head
 	FROM ins
 )
-SELECT created_at, chain_head FROM ins`
+SELECT created_at, chain_head, lease_expires_at FROM ins`
 
 // CreateRun inserts the run at revision 1 with its run.created event.
 func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, error) {
@@ -139,6 +147,9 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 	}
 	r.StateRevision = 1
 	r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = "", 0, nil
+	if nr.LeaseOwner != "" {
+		r.LeaseOwner, r.LeaseEpoch = nr.LeaseOwner, 1
+	}
 	// The same payload as the embedded backend writes.
 	payload, err := json.Marshal(map[string]any{
 		"workflow_name": r.WorkflowName, "workflow_version": r.WorkflowVersion,
@@ -155,8 +166,10 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 			r.TenantID, r.RunID, r.WorkflowName, r.WorkflowVersion, r.StateSchemaVersion,
 			string(r.Status), r.StatusReason, r.NextStep, r.State, r.ParentRunID, r.ParentRevision,
 			nr.IdempotencyKey, nr.RequestDigest, json.RawMessage(payload),
-		).Scan(&created, &r.Chain)
+			nr.Schema.Digest, r.LeaseOwner, nr.LeaseTTL.Microseconds(),
+		).Scan(&created, &r.Chain, &r.LeaseExpiresAt)
 		if err == nil {
+			r.LeaseExpiresAt = utcPtr(r.LeaseExpiresAt)
 			r.CreatedAt = created.UTC()
 			r.UpdatedAt = r.CreatedAt
 			r.Spent, r.VerifiedSeq = map[string]int64{}, 0
@@ -191,6 +204,13 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 		}
 		if exists {
 			return run.Run{}, false, run.ErrAlreadyExists
+		}
+		need, err := db.createSchemaRequired(ctx, r.TenantID, r.WorkflowName, r.StateSchemaVersion, nr.Schema.Digest)
+		if err != nil {
+			return run.Run{}, false, err
+		}
+		if need != nil {
+			return run.Run{}, false, need
 		}
 	}
 	return run.Run{}, false, fmt.Errorf("%w (the clashing run kept vanishing)", run.ErrAlreadyExists)
