@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +65,23 @@ func decodeSpent(b []byte, dst *map[string]int64) error {
 	}
 	*dst = m
 	return nil
+}
+
+// addSpendExact is run.AddSpend, or false if a total leaves int64, where
+// SQL's numeric would go on.
+func addSpendExact(total, s map[string]int64) (map[string]int64, bool) {
+	if total == nil {
+		return nil, true
+	}
+	out := maps.Clone(total)
+	for k, v := range s {
+		t := out[k]
+		if (v > 0 && t > math.MaxInt64-v) || (v < 0 && t < math.MinInt64-v) {
+			return nil, false
+		}
+		out[k] = t + v
+	}
+	return out, true
 }
 
 func encodeSpend(m map[string]int64) any {
@@ -176,7 +195,7 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 			if db.commits != nil && len(r.State) <= commitCacheMaxState {
 				if _, members, ok := jsonbObject(r.State); ok {
 					db.commits.put(r.TenantID, r.RunID, &commitEntry{rev: 1, chain: r.Chain,
-						status: string(r.Status), version: r.StateSchemaVersion, members: members})
+						status: string(r.Status), version: r.StateSchemaVersion, members: members, spent: map[string]int64{}})
 				}
 			}
 			return r, true, nil
@@ -580,7 +599,9 @@ FROM u`
 // and hashing. The entry was computed against chain head $21, status $22
 // and schema version $23, so the guard also requires those; the chain head
 // covers every event, so the state the delta was computed against is the
-// row's.
+// row's. The spend totals are added in Go too (memento_add_spend is a
+// PL/pgSQL call per commit): with $17 true the row's spent must be $25, the
+// totals the entry holds, and becomes $24, those plus the commit's spend.
 var commitFastSQL = `
 WITH u AS (
 	UPDATE runs SET
@@ -594,15 +615,16 @@ WITH u AS (
 		finished_at = CASE WHEN $8::text IN ` + terminalSQL + ` THEN now() ELSE finished_at END,
 		last_change = $16::jsonb,
 		chain_head = $20::text,
-		spent = CASE WHEN $17::jsonb IS NULL OR spent IS NULL THEN spent ELSE memento_add_spend(spent, $17::jsonb) END,
+		spent = CASE WHEN $17::bool THEN $24::jsonb ELSE spent END,
 		verified_seq = CASE WHEN $18::bigint > 0 THEN $18::bigint ELSE verified_seq END
 	WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
 	  AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
 	  AND status = ANY($11::text[])
-	  AND chain_head = $21::text AND status = $22::text AND state_schema_version = $23::int` + schemaGuardSQL + `
+	  AND chain_head = $21::text AND status = $22::text AND state_schema_version = $23::int
+	  AND (NOT $17::bool OR spent IS NOT DISTINCT FROM $25::jsonb)` + schemaGuardSQL + `
 	RETURNING workflow_name, workflow_version, state_schema_version, status, state_revision,
 		lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
-		verified_seq, spent
+		verified_seq
 ), e AS (
 	INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
 		state, delta, next_step, status, state_schema_version, created_at, chain)
@@ -613,7 +635,7 @@ WITH u AS (
 )
 SELECT workflow_name, workflow_version, state_schema_version, status, state_revision,
 	lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
-	verified_seq, spent
+	verified_seq
 FROM u`
 
 // errCommitRaced is diagnoseCommit's answer when every check passes now.
@@ -652,7 +674,7 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 	if db.commits != nil {
 		if err == nil && canonical {
 			db.commits.put(tenantID, runID, &commitEntry{rev: r.StateRevision, chain: r.Chain,
-				status: string(r.Status), version: r.StateSchemaVersion, members: members})
+				status: string(r.Status), version: r.StateSchemaVersion, members: members, spent: maps.Clone(r.Spent)})
 		} else {
 			db.commits.drop(tenantID, runID)
 		}
@@ -693,20 +715,29 @@ func (db *DB) commitFast(ctx context.Context, tenantID, runID string, c run.Stor
 		delta = ev.Change
 	}
 	ev.Chain = run.ChainNext(e.chain, ev)
+	// The totals after this commit, and what the row must hold before it.
+	addSpend := c.Spend != nil
+	spent, newSpent, oldSpent := e.spent, any(nil), any(nil)
+	if addSpend {
+		var ok bool
+		if spent, ok = addSpendExact(e.spent, c.Spend); !ok {
+			return run.Run{}, run.Event{}, nil, false // leave an overflow to SQL's numeric
+		}
+		newSpent, oldSpent = encodeSpend(spent), encodeSpend(e.spent)
+	}
 	var (
 		dbStatus string
 		exp      *time.Time
-		spent    []byte
 	)
 	err := db.pool.QueryRow(ctx, commitFastSQL,
 		tenantID, runID, c.ExpectedRevision, c.Owner, c.Epoch,
 		state, c.NextStep, string(c.Status), c.StatusReason, c.StateSchemaVersion, from,
 		c.Event.EventType, c.Event.StepID, c.Event.Attempt, payload,
-		delta, encodeSpend(c.Spend), c.VerifiedSeq, c.Schema.Digest,
-		ev.Chain, e.chain, e.status, e.version,
+		delta, addSpend, c.VerifiedSeq, c.Schema.Digest,
+		ev.Chain, e.chain, e.status, e.version, newSpent, oldSpent,
 	).Scan(&r.WorkflowName, &r.WorkflowVersion, &r.StateSchemaVersion, &dbStatus, &r.StateRevision,
 		&exp, &r.ParentRunID, &r.ParentRevision, &r.CreatedAt, &r.UpdatedAt,
-		&r.VerifiedSeq, &spent)
+		&r.VerifiedSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		db.commits.drop(tenantID, runID)
 		diag := db.diagnoseCommit(ctx, tenantID, runID, c, from)
@@ -715,13 +746,11 @@ func (db *DB) commitFast(ctx context.Context, tenantID, runID string, c run.Stor
 		}
 		return run.Run{}, run.Event{}, diag, true
 	}
-	if err == nil {
-		err = decodeSpent(spent, &r.Spent)
-	}
 	if err != nil {
 		db.commits.drop(tenantID, runID)
 		return run.Run{}, run.Event{}, err, true
 	}
+	r.Spent = maps.Clone(spent) // the caller's to keep; the entry keeps its own
 	r.Status = run.Status(dbStatus)
 	r.Chain = ev.Chain
 	r.LeaseExpiresAt = utcPtr(exp)
@@ -733,7 +762,7 @@ func (db *DB) commitFast(ctx context.Context, tenantID, runID string, c run.Stor
 		ev.Change = nil
 	}
 	db.commits.put(tenantID, runID, &commitEntry{rev: r.StateRevision, chain: r.Chain,
-		status: string(r.Status), version: r.StateSchemaVersion, members: members})
+		status: string(r.Status), version: r.StateSchemaVersion, members: members, spent: spent})
 	db.fastCommits.Add(1)
 	return r, ev, nil, true
 }
