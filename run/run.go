@@ -148,6 +148,15 @@ type NewRun struct {
 	Run            Run
 	IdempotencyKey string
 	RequestDigest  string
+	// Schema is what the Service validated the state against (zero: no
+	// registered schema it knows of); CreateRun enforces it as Commit does.
+	Schema SchemaCheck
+	// LeaseOwner, when set, makes CreateRun create the run with its lease
+	// held by that owner at epoch 1 for LeaseTTL (by the store's clock), in
+	// the same statement: what AcquireLease right after would do, without
+	// its round trip. Fork ignores both.
+	LeaseOwner string
+	LeaseTTL   time.Duration
 }
 
 // ListFilter selects runs; After* is the keyset position decoded from a cursor.

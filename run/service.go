@@ -101,6 +101,32 @@ func RequestDigest(v any) string {
 
 // Create makes a new run in status running at revision 1.
 func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest, idempotencyKey string) (Run, bool, error) {
+	return s.create(ctx, tenantID, req, idempotencyKey, "", 0)
+}
+
+// CreateLeased is Create with the new run's lease taken for owner, for
+// ttl, in the same store call: a worker that creates a run to drive it at
+// once saves AcquireLease's round trip. The lease is returned only when
+// the run was created (created=true); a run that existed already (an
+// idempotent retry) is returned as it is, its lease to be acquired as usual.
+func (s *Service) CreateLeased(ctx context.Context, tenantID string, req CreateRequest, idempotencyKey, owner string, ttl time.Duration) (Run, Lease, bool, error) {
+	if err := ValidID("lease owner", owner); err != nil {
+		return Run{}, Lease{}, false, err
+	}
+	if ttl <= 0 {
+		return Run{}, Lease{}, false, invalid("lease ttl must be positive")
+	}
+	r, created, err := s.create(ctx, tenantID, req, idempotencyKey, owner, ttl)
+	if err != nil || !created {
+		return r, Lease{}, created, err
+	}
+	if r.LeaseOwner != owner || r.LeaseEpoch < 1 || r.LeaseExpiresAt == nil {
+		return Run{}, Lease{}, false, fmt.Errorf("create run %s: the store did not take the lease", r.RunID)
+	}
+	return r, Lease{Owner: owner, Epoch: r.LeaseEpoch, ExpiresAt: *r.LeaseExpiresAt, Revision: r.StateRevision}, true, nil
+}
+
+func (s *Service) create(ctx context.Context, tenantID string, req CreateRequest, idempotencyKey, owner string, ttl time.Duration) (Run, bool, error) {
 	// The digest covers the request as sent: a retry without run_id must match
 	// the first attempt, whose generated id and defaults it cannot know.
 	digest := RequestDigest(req)
@@ -141,10 +167,20 @@ func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest
 	if err := s.reg.Validate(req.WorkflowName, req.StateSchemaVersion, state); err != nil {
 		return Run{}, false, err
 	}
-	if _, err := s.checkRegistered(ctx, tenantID, req.WorkflowName, req.StateSchemaVersion, state); err != nil {
-		return Run{}, false, fmt.Errorf("create run %s: %w", req.RunID, err)
+	// Only what is cached, as in commitChecked: a workflow without
+	// registered schemas costs no query, and the store refuses a create
+	// that skipped one (SchemaRequiredError), which then costs one.
+	var check SchemaCheck
+	if reg, compiled, hit := s.schemas.registration(tenantID, req.WorkflowName, req.StateSchemaVersion); hit {
+		if err := validateWith(compiled, req.WorkflowName, req.StateSchemaVersion, state); err != nil {
+			return Run{}, false, err
+		}
+		check = SchemaCheck{WorkflowName: req.WorkflowName, Version: req.StateSchemaVersion, Digest: reg.Digest}
 	}
 	nr := NewRun{
+		Schema:     check,
+		LeaseOwner: owner,
+		LeaseTTL:   ttl,
 		Run: Run{
 			TenantID:           tenantID,
 			RunID:              req.RunID,
@@ -161,12 +197,21 @@ func (s *Service) Create(ctx context.Context, tenantID string, req CreateRequest
 	if idempotencyKey != "" {
 		nr.RequestDigest = digest
 	}
-	r, created, err := s.store.CreateRun(ctx, nr)
-	if err != nil {
-		return Run{}, false, fmt.Errorf("create run %s: %w", req.RunID, err)
+	for attempt := 0; ; attempt++ {
+		r, created, err := s.store.CreateRun(ctx, nr)
+		var need *SchemaRequiredError
+		if errors.As(err, &need) && attempt < 2 {
+			if nr.Schema, err = s.checkRegistered(ctx, tenantID, req.WorkflowName, req.StateSchemaVersion, state); err != nil {
+				return Run{}, false, fmt.Errorf("create run %s: %w", req.RunID, err)
+			}
+			continue
+		}
+		if err != nil {
+			return Run{}, false, fmt.Errorf("create run %s: %w", req.RunID, err)
+		}
+		s.schemas.see(tenantID, r.RunID, r.WorkflowName, r.StateSchemaVersion)
+		return r, created, nil
 	}
-	s.schemas.see(tenantID, r.RunID, r.WorkflowName, r.StateSchemaVersion)
-	return r, created, nil
 }
 
 // Get returns a run as stored.

@@ -26,15 +26,22 @@ import (
 // well under a full state per event.
 //
 // State schemas (PutSchema...) are kept per tenant, workflow and version,
-// immutable once registered. Commit enforces them (see Commit); CreateRun
-// does not: the Service validates a create before it.
+// immutable once registered. Commit and CreateRun enforce them (see Commit):
+// the Service validates the state first and names what it validated
+// against, so that a workflow without registered schemas costs no lookup.
 type Store interface {
 	// CreateRun inserts the run (its StateRevision is 1) and its first event,
 	// EventRunCreated at seq 1, atomically. With a non-empty IdempotencyKey an
 	// earlier run created under the same key is returned with created=false if
 	// its RequestDigest matches, else ErrIdempotencyMismatch (the key is looked
 	// up before the run id). A clashing run id is ErrAlreadyExists.
-	// Concurrent creates with one key yield one run.
+	// Concurrent creates with one key yield one run. Then, when the
+	// workflow has schemas registered for the tenant, the run is created
+	// only if nr.Schema.Digest is the digest of the one registered for
+	// nr.Run.StateSchemaVersion, else *SchemaRequiredError (Registered false
+	// if that version has none), nothing created. With nr.LeaseOwner set
+	// the run is created with that lease (epoch 1, expiring LeaseTTL from
+	// now), which the returned run carries.
 	CreateRun(ctx context.Context, nr NewRun) (r Run, created bool, err error)
 
 	GetRun(ctx context.Context, tenantID, runID string) (Run, error)

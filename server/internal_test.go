@@ -145,3 +145,21 @@ func TestOpenAPIComposition(t *testing.T) {
 		}
 	}
 }
+
+// Request ids are unique, and of the form a caller may send back (short,
+// printable), so a proxy that forwards one keeps it.
+func TestNewRequestIDUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 10000; i++ {
+		id := newRequestID()
+		if seen[id] {
+			t.Fatalf("request id %s made twice", id)
+		}
+		seen[id] = true
+		r := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+		r.Header.Set("X-Request-Id", id)
+		if got := requestID(r); got != id {
+			t.Fatalf("request id %q sent back is replaced by %q", id, got)
+		}
+	}
+}

@@ -2,16 +2,19 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -478,7 +481,24 @@ func requestID(r *http.Request) string {
 	}) {
 		return id
 	}
-	return uuid.NewString()
+	return newRequestID()
+}
+
+// Request ids this process makes are a random prefix drawn once and a
+// counter: unique across instances and restarts (64 random bits) without
+// reading the system's randomness on every request, as a random UUID
+// each time would. An id has to be unique, not secret.
+var (
+	requestIDPrefix = func() string {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		return hex.EncodeToString(b) + "-"
+	}()
+	requestIDSeq atomic.Uint64
+)
+
+func newRequestID() string {
+	return requestIDPrefix + strconv.FormatUint(requestIDSeq.Add(1), 36)
 }
 
 // statusWriter records the status for logs and metrics.

@@ -39,6 +39,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) run.Store) {
 		{"ConcurrentCommitters", testConcurrentCommitters},
 		{"ConcurrentLeaseAcquire", testConcurrentLeaseAcquire},
 		{"LeaseTakeover", testLeaseTakeover},
+		{"CreateLeased", testCreateLeased},
 		{"EventSeqContinuity", testEventSeqContinuity},
 		{"Checkpoints", testCheckpoints},
 		{"ForkFidelity", testForkFidelity},
@@ -1733,5 +1734,52 @@ func testStateSizeLimit(t *testing.T, s run.Store) {
 	r = f.commit(r, l, "fits", string(sized(limit)), "")
 	if r.StateRevision != 2 {
 		t.Fatalf("commit at the limit: revision %d", r.StateRevision)
+	}
+}
+
+// testCreateLeased checks a run created with its lease held: the lease is
+// the one AcquireLease right after would have given (epoch 1, expiring
+// after the ttl), it fences others and it commits; an idempotent retry
+// takes no lease.
+func testCreateLeased(t *testing.T, s run.Store) {
+	f := newFx(t, s)
+	ctx := t.Context()
+	before := time.Now().Add(-time.Second)
+	req := run.CreateRequest{RunID: newID("leased"), WorkflowName: "wf", State: json.RawMessage(`{"n":0}`), NextStep: "a"}
+	key := "idem-" + randHex(4)
+	r, l, created, err := f.svc.CreateLeased(ctx, f.tenant, req, key, "w1", longTTL)
+	if err != nil || !created {
+		t.Fatalf("create leased: created=%v %v", created, err)
+	}
+	if l.Owner != "w1" || l.Epoch != 1 || l.Revision != 1 || l.ExpiresAt.Before(before.Add(longTTL)) || l.ExpiresAt.After(time.Now().Add(longTTL+time.Second)) {
+		t.Fatalf("lease of a leased create: %+v", l)
+	}
+	got := f.get(r.RunID)
+	if got.LeaseOwner != "w1" || got.LeaseEpoch != 1 || !sameTime(got.LeaseExpiresAt, &l.ExpiresAt) || !sameTime(r.LeaseExpiresAt, &l.ExpiresAt) {
+		t.Fatalf("stored lease %s/%d/%v, created %v, want %+v", got.LeaseOwner, got.LeaseEpoch, got.LeaseExpiresAt, r.LeaseExpiresAt, l)
+	}
+	_, err = f.svc.AcquireLease(ctx, f.tenant, r.RunID, "w2", 0, longTTL)
+	wantErr(t, err, run.ErrLeaseHeld, "another owner takes the lease of a leased create")
+	_, _, err = f.svc.Commit(ctx, f.tenant, r.RunID, f.commitReq(r, run.Lease{Owner: "w1", Epoch: 2}, "x", `{"n":1}`, ""))
+	wantErr(t, err, run.ErrLeaseLost, "commit with another epoch")
+	r = f.commit(r, l, "a", `{"n":1}`, "")
+	if r.StateRevision != 2 {
+		t.Fatalf("commit under the created lease: revision %d", r.StateRevision)
+	}
+	renewed, err := f.svc.AcquireLease(ctx, f.tenant, r.RunID, "w1", 1, longTTL)
+	if err != nil || renewed.Epoch != 1 {
+		t.Fatalf("renew the created lease: %+v %v", renewed, err)
+	}
+	again, l2, created, err := f.svc.CreateLeased(ctx, f.tenant, req, key, "w1", longTTL)
+	if err != nil || created || l2 != (run.Lease{}) || again.RunID != r.RunID {
+		t.Fatalf("idempotent retry of a leased create: %s created=%v lease %+v %v", again.RunID, created, l2, err)
+	}
+	_, _, _, err = f.svc.CreateLeased(ctx, f.tenant, req, "", "w1", longTTL)
+	wantErr(t, err, run.ErrAlreadyExists, "a leased create of a taken id")
+
+	// A plain create takes no lease, and the first AcquireLease gets epoch 1.
+	p := f.create("wf", `{}`)
+	if p.LeaseOwner != "" || p.LeaseEpoch != 0 || p.LeaseExpiresAt != nil {
+		t.Fatalf("plain create has a lease: %s/%d/%v", p.LeaseOwner, p.LeaseEpoch, p.LeaseExpiresAt)
 	}
 }

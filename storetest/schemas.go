@@ -72,6 +72,36 @@ func testRegisteredSchemas(t *testing.T, s run.Store) {
 	wantErr(t, err, run.ErrSchemaValidation, "create with an invalid state")
 	_, _, err = f.svc.Create(ctx, f.tenant, run.CreateRequest{RunID: newID("bad"), WorkflowName: "pay", StateSchemaVersion: 7, State: json.RawMessage(`{"amount":1}`)}, "")
 	wantErr(t, err, run.ErrNoMigrationPath, "create at an unregistered version")
+	// The store enforces it on a create as on a commit: a create that names
+	// no schema, or not the one of its version, changes nothing.
+	for _, tc := range []struct {
+		version    int
+		digest     string
+		registered bool
+	}{{1, "", true}, {1, "not-the-digest", true}, {7, "", false}} {
+		id := newID("raw")
+		_, _, err = s.CreateRun(ctx, run.NewRun{Run: run.Run{TenantID: f.tenant, RunID: id, WorkflowName: "pay",
+			StateSchemaVersion: tc.version, Status: run.StatusRunning, State: json.RawMessage(`{"amount":"x"}`)},
+			Schema: run.SchemaCheck{WorkflowName: "pay", Version: tc.version, Digest: tc.digest}})
+		need = nil
+		if !errors.As(err, &need) || need.WorkflowName != "pay" || need.Version != tc.version || need.Registered != tc.registered {
+			t.Fatalf("store create at v%d with digest %q: %v, want a SchemaRequiredError (registered %v)", tc.version, tc.digest, err, tc.registered)
+		}
+		_, err = s.GetRun(ctx, f.tenant, id)
+		wantErr(t, err, run.ErrNotFound, "a create refused by the schema left a run")
+	}
+	if _, created, err := s.CreateRun(ctx, run.NewRun{Run: run.Run{TenantID: f.tenant, RunID: newID("raw"), WorkflowName: "pay",
+		StateSchemaVersion: 1, Status: run.StatusRunning, State: json.RawMessage(`{"amount":4}`)},
+		Schema: run.SchemaCheck{WorkflowName: "pay", Version: 1, Digest: sc.Digest}}); err != nil || !created {
+		t.Fatalf("store create naming the registered schema: created=%v %v", created, err)
+	}
+	// A service that never saw the schema still validates a create.
+	third := run.NewService(s, run.Options{})
+	_, _, err = third.Create(ctx, f.tenant, run.CreateRequest{RunID: newID("bad"), WorkflowName: "pay", StateSchemaVersion: 1, State: json.RawMessage(`{"amount":"no"}`)}, "")
+	wantErr(t, err, run.ErrSchemaValidation, "create with an invalid state through a service with an empty cache")
+	if _, _, err := third.Create(ctx, f.tenant, run.CreateRequest{RunID: newID("ok"), WorkflowName: "pay", StateSchemaVersion: 1, State: json.RawMessage(`{"amount":5}`)}, ""); err != nil {
+		t.Fatalf("valid create through a service with an empty cache: %v", err)
+	}
 	if _, _, err := f.withTenant(newTenant()).svc.Create(ctx, newTenant(), run.CreateRequest{RunID: newID("free"), WorkflowName: "pay", State: json.RawMessage(`{"amount":"free text"}`)}, ""); err != nil {
 		t.Fatalf("another tenant is not bound by this tenant's schemas: %v", err)
 	}

@@ -150,6 +150,26 @@ func (e *Engine) knows(name, version string) (bool, error) {
 	return true, fmt.Errorf("this code runs version %s and cannot continue version %s", w.Version, version)
 }
 
+// createRequest is the create of a run of w with input as its state.
+func (e *Engine) createRequest(w *Workflow, runID string, input any) (run.CreateRequest, error) {
+	state := json.RawMessage(`{}`)
+	if input != nil {
+		b, err := json.Marshal(input)
+		if err != nil {
+			return run.CreateRequest{}, fmt.Errorf("input: %w", err)
+		}
+		state = b
+	}
+	state, err := control.Write(state, control.Record{Budget: w.Budget})
+	if err != nil {
+		return run.CreateRequest{}, err
+	}
+	return run.CreateRequest{
+		RunID: runID, WorkflowName: w.Name, WorkflowVersion: w.Version,
+		StateSchemaVersion: w.SchemaVersion, State: state, NextStep: w.Steps[0].Name,
+	}, nil
+}
+
 // Start creates a run of the workflow with input as its initial state, once:
 // starting the same run id again returns the existing run with created=false.
 func (e *Engine) Start(ctx context.Context, workflow, runID string, input any) (run.Run, bool, error) {
@@ -157,22 +177,11 @@ func (e *Engine) Start(ctx context.Context, workflow, runID string, input any) (
 	if !ok {
 		return run.Run{}, false, fmt.Errorf("start %s: %w", workflow, ErrUnknownWorkflow)
 	}
-	state := json.RawMessage(`{}`)
-	if input != nil {
-		b, err := json.Marshal(input)
-		if err != nil {
-			return run.Run{}, false, fmt.Errorf("start %s: input: %w", workflow, err)
-		}
-		state = b
-	}
-	state, err := control.Write(state, control.Record{Budget: w.Budget})
+	req, err := e.createRequest(w, runID, input)
 	if err != nil {
 		return run.Run{}, false, fmt.Errorf("start %s: %w", workflow, err)
 	}
-	r, created, err := e.runs.Create(ctx, e.opts.Tenant, run.CreateRequest{
-		RunID: runID, WorkflowName: w.Name, WorkflowVersion: w.Version,
-		StateSchemaVersion: w.SchemaVersion, State: state, NextStep: w.Steps[0].Name,
-	}, "")
+	r, created, err := e.runs.Create(ctx, e.opts.Tenant, req, "")
 	if errors.Is(err, run.ErrAlreadyExists) && runID != "" {
 		r, err = e.runs.Get(ctx, e.opts.Tenant, runID)
 		if err != nil {
@@ -187,6 +196,48 @@ func (e *Engine) Start(ctx context.Context, workflow, runID string, input any) (
 		return run.Run{}, false, fmt.Errorf("start %s: %w", workflow, err)
 	}
 	return r, created, nil
+}
+
+// Execute starts a run of the workflow with input as its initial state and
+// drives it here until it completes, fails or is suspended, or ctx ends,
+// as Start then DriveRun would. A new run is created with this engine's
+// lease in the same statement, so its first step follows with no lease
+// round trip and no read. A run id that exists already is driven as Drive
+// drives it (a restarted caller continues its run).
+func (e *Engine) Execute(ctx context.Context, workflow, runID string, input any) (run.Run, error) {
+	w, ok := e.flow(workflow)
+	if !ok {
+		return run.Run{}, fmt.Errorf("execute %s: %w", workflow, ErrUnknownWorkflow)
+	}
+	req, err := e.createRequest(w, runID, input)
+	if err != nil {
+		return run.Run{}, fmt.Errorf("execute %s: %w", workflow, err)
+	}
+	r, l, created, err := e.runs.CreateLeased(ctx, e.opts.Tenant, req, "", e.opts.Owner, e.opts.LeaseTTL)
+	if errors.Is(err, run.ErrAlreadyExists) && runID != "" {
+		cur, err := e.runs.Get(ctx, e.opts.Tenant, runID)
+		if err != nil {
+			return run.Run{}, err
+		}
+		if cur.WorkflowName != w.Name {
+			return cur, fmt.Errorf("execute %s: run %s exists for workflow %s: %w", workflow, runID, cur.WorkflowName, run.ErrAlreadyExists)
+		}
+		return e.DriveRun(ctx, cur)
+	}
+	if err != nil {
+		return run.Run{}, fmt.Errorf("execute %s: %w", workflow, err)
+	}
+	if !created {
+		return e.DriveRun(ctx, r)
+	}
+	if cur, ok := e.runs.Registry().Current(r.WorkflowName); ok && cur != r.StateSchemaVersion {
+		// A migration is due (drive resumes such a run through verification).
+		e.release(ctx, r.RunID, l)
+		return e.Drive(ctx, r.RunID)
+	}
+	// Created here at revision 1, running: nothing to verify, as for a
+	// fresh run in drive.
+	return e.finished(ctx, r.RunID)(e.execute(ctx, w, r, l))
 }
 
 // Resume runs the resume verification for a run and leaves it running under
@@ -348,7 +399,8 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 
 // runStep executes the run's next step and commits its outcome.
 func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Lease) (run.Run, error) {
-	ctl, _, err := control.Read(r.State)
+	// One parse of the state serves the control object and the step.
+	top, ctl, err := control.ReadSplit(r.State)
 	if err != nil {
 		return e.commit(ctx, r, l, r.State, r.NextStep, run.StatusSuspended, "state control object unreadable: "+err.Error(), EventStepSuspended, "", 0, nil)
 	}
@@ -358,10 +410,6 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	}
 	if ex := ctl.Budget.Exhausted(ctl.Spent); ex != "" {
 		return e.commit(ctx, r, l, r.State, r.NextStep, run.StatusSuspended, "budget exhausted: "+ex, EventBudgetExhausted, step.Name, ctl.Attempt, map[string]any{"budget": ctl.Budget, "spent": ctl.Spent})
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(r.State, &top); err != nil {
-		return r, fmt.Errorf("run %s: state: %w", r.RunID, err)
 	}
 	delete(top, control.Key)
 	sc := &StepContext{e: e, run: r, step: step.Name, attempt: ctl.Attempt, state: top, ctl: ctl}
@@ -427,13 +475,11 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	payload["spend"] = sc.spend
 	sc.ctl.Spent = sc.ctl.Spent.Add(sc.spend)
 	sc.ctl.Attempt, sc.ctl.Wait = 0, nil
-	b, err := json.Marshal(sc.state)
+	// The step is over: its state map is encoded once, with the control
+	// object added (control.Write of its encoding, without parsing it again).
+	state, err := control.WriteTop(sc.state, sc.ctl)
 	if err != nil {
-		return r, fmt.Errorf("run %s: encode state: %w", r.RunID, err)
-	}
-	state, err := control.Write(b, sc.ctl)
-	if err != nil {
-		return r, err
+		return r, fmt.Errorf("run %s: %w", r.RunID, err)
 	}
 	next, status, reason := "", run.StatusRunning, ""
 	switch {

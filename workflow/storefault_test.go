@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -330,4 +331,75 @@ func TestServeOnFlakyStore(t *testing.T) {
 	t.Logf("faults: commit %d (lost %d), ledger %d (lost %d), acks %d, reads %d",
 		in.Fired("Commit"), in.Applied("Commit"), in.Fired("TransitionOperation"), in.Applied("TransitionOperation"),
 		in.Fired("AckWakeups"), in.Fired("GetRun"))
+}
+
+// A fresh workflow of ten steps costs the store one create (with the
+// lease) and ten commits through Execute, and one create, one lease and
+// ten commits through Start and DriveRun: no read, no schema lookup, no
+// release of a finished run's lease.
+func TestFreshRunStoreCalls(t *testing.T) {
+	steps := make([]workflow.Step, 10)
+	for i := range steps {
+		steps[i] = workflow.Step{Name: fmt.Sprintf("s%d", i), Run: func(context.Context, *workflow.StepContext) error { return nil }}
+	}
+	w := workflow.Workflow{Name: "ten", Version: "1", Steps: steps}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		drive func(eng *workflow.Engine, id string) (run.Run, error)
+		want  map[string]int
+	}{
+		{"Execute", func(eng *workflow.Engine, id string) (run.Run, error) {
+			return eng.Execute(ctx, "ten", id, map[string]int{"n": 1})
+		},
+			map[string]int{"CreateRun": 1, "AcquireLease": 0}},
+		{"StartDriveRun", func(eng *workflow.Engine, id string) (run.Run, error) {
+			r, _, err := eng.Start(ctx, "ten", id, map[string]int{"n": 1})
+			if err != nil {
+				return r, err
+			}
+			return eng.DriveRun(ctx, r)
+		}, map[string]int{"CreateRun": 1, "AcquireLease": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := faultstore.New(1)
+			eng := newEngine(t, faultEnv(in), newProvider(), workflow.Options{LeaseTTL: time.Minute}, w)
+			r, err := tc.drive(eng, "run-"+tc.name)
+			if err != nil || r.Status != run.StatusCompleted || r.StateRevision != 11 {
+				t.Fatalf("drive: %s rev %d %v", r.Status, r.StateRevision, err)
+			}
+			tc.want["Commit"] = 10
+			for _, m := range []string{"CreateRun", "AcquireLease", "Commit", "GetRun", "ListSchemas", "ReleaseLease", "GetSchema"} {
+				if got := in.Calls(m); got != tc.want[m] {
+					t.Errorf("%s: %d calls, want %d", m, got, tc.want[m])
+				}
+			}
+		})
+	}
+}
+
+// Execute of a run id whose create committed while the caller saw an
+// error continues that run, each step once.
+func TestExecuteAfterLostCreate(t *testing.T) {
+	in := faultstore.New(1, faultstore.Rule{Method: "CreateRun", Action: faultstore.Lose, Times: 1})
+	var ran atomic.Int32
+	w := workflow.Workflow{Name: "two", Version: "1", Steps: []workflow.Step{
+		{Name: "a", Run: func(ctx context.Context, sc *workflow.StepContext) error { ran.Add(1); return sc.Set("a", true) }},
+		{Name: "b", Run: func(ctx context.Context, sc *workflow.StepContext) error { ran.Add(1); return sc.Set("b", true) }},
+	}}
+	eng := newEngine(t, faultEnv(in), newProvider(), workflow.Options{LeaseTTL: time.Minute}, w)
+	ctx := context.Background()
+	if _, err := eng.Execute(ctx, "two", "run-lost", nil); !errors.Is(err, faultstore.ErrInjected) {
+		t.Fatalf("execute with the create's answer lost: %v, want the injected error", err)
+	}
+	r, err := eng.Execute(ctx, "two", "run-lost", nil)
+	if err != nil || r.Status != run.StatusCompleted || r.StateRevision != 3 {
+		t.Fatalf("execute again: %s rev %d %v", r.Status, r.StateRevision, err)
+	}
+	if n := ran.Load(); n != 2 {
+		t.Fatalf("%d step bodies ran, want 2", n)
+	}
+	if _, err := eng.Execute(ctx, "nope", "x", nil); !errors.Is(err, workflow.ErrUnknownWorkflow) {
+		t.Fatalf("execute an unknown workflow: %v", err)
+	}
 }

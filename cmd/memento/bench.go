@@ -52,7 +52,8 @@ committer on its own run with its lease held, for:
   postgres floor    the same guarded UPDATE + INSERT as the store's commit, one
                     statement (one round trip) from a bare pgx pool
   postgres engine   run.Service over store/postgres
-  postgres http     the Go client -> the HTTP server (in this process) -> PostgreSQL
+  postgres http     the Go client -> the HTTP server (in this process) -> PostgreSQL,
+                    asking for the minimal answer (Prefer: return=minimal)
   sqlite floor      the same UPDATE + INSERT through the same SQLite driver
   sqlite engine     run.Service over store/sqlite (a temporary directory)
   dbos              DBOS Transact for Go, workflows of no-op steps (cmd/memento/internal/bench/dbospeer,

@@ -126,8 +126,15 @@ func (s *Store) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, er
 	if _, ok := s.runs[k]; ok {
 		return run.Run{}, false, run.ErrAlreadyExists
 	}
+	if err := s.schemaGuard(r.TenantID, r, run.StoreCommit{Schema: nr.Schema}); err != nil {
+		return run.Run{}, false, err
+	}
 	now := fromMicros(s.nowMicros())
 	r.CreatedAt, r.UpdatedAt = now, now
+	if nr.LeaseOwner != "" {
+		exp := fromMicros(now.UnixMicro() + nr.LeaseTTL.Microseconds())
+		r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = nr.LeaseOwner, 1, &exp
+	}
 	ev := run.Event{
 		Seq: 1, EventType: run.EventRunCreated, Payload: payload, CreatedAt: now,
 		State: cloneJSON(r.State), NextStep: r.NextStep, Status: r.Status, StateSchemaVersion: r.StateSchemaVersion,

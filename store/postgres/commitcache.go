@@ -29,7 +29,9 @@ type commitEntry struct {
 	status  string
 	version int
 	members []jsonbMember // jsonb order
-	size    int
+	// spent is the run's spend totals (nil: unknown, as in the row).
+	spent map[string]int64
+	size  int
 }
 
 type commitCache struct {
@@ -69,6 +71,9 @@ func (c *commitCache) put(tenantID, runID string, e *commitEntry) {
 	e.size = len(k) + 64
 	for _, m := range e.members {
 		e.size += len(m.key) + len(m.val) + 48
+	}
+	for k := range e.spent {
+		e.size += len(k) + 48
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

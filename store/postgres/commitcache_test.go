@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -65,6 +66,7 @@ func TestCommitFastMatchesSQL(t *testing.T) {
 		for j, s := range sides {
 			c := commitReq(s.r.StateRevision, s.l, i)
 			c.State, c.Event.Payload = json.RawMessage(state), json.RawMessage(payload)
+			c.Spend = run.SpendOf(c.Event.Payload) // as the Service does
 			if i%7 == 3 {
 				c.Status, c.StateSchemaVersion = run.StatusSuspended, 2
 			}
@@ -73,6 +75,9 @@ func TestCommitFastMatchesSQL(t *testing.T) {
 				t.Fatalf("%s commit %d: %v", s.id, i, err)
 			}
 			s.r, evs[j] = r, ev
+		}
+		if !maps.Equal(sides[0].r.Spent, sides[1].r.Spent) {
+			t.Fatalf("commit %d: fast spent %v, SQL spent %v", i, sides[0].r.Spent, sides[1].r.Spent)
 		}
 		if sides[0].r.Chain != sides[1].r.Chain || sides[0].r.Status != sides[1].r.Status {
 			t.Fatalf("commit %d (%s): fast chain %s status %s, SQL chain %s status %s", i, state,
@@ -107,6 +112,27 @@ func TestCommitFastMatchesSQL(t *testing.T) {
 	commit(201, states[3], `{}`)
 	if fast.fastCommits.Load() != made+1 {
 		t.Fatal("no fast commit after the fallback")
+	}
+	// An entry whose spend totals are not the row's is refused the same way
+	// when the commit adds spend, and the totals stay exact.
+	e = fast.commits.get("t1", "fast", sides[0].r.StateRevision)
+	if e == nil || e.spent["tokens"] == 0 {
+		t.Fatalf("cache entry after a fast commit: %+v", e)
+	}
+	wrong := maps.Clone(e.spent)
+	wrong["tokens"]++
+	fast.commits.put("t1", "fast", &commitEntry{rev: e.rev, chain: e.chain, status: e.status, version: e.version, members: e.members, spent: wrong})
+	commit(202, states[4], `{"spend": {"tokens": 5, "new": 1}}`)
+	if fast.fastCommits.Load() != made+1 {
+		t.Fatal("an entry with wrong spend totals made a fast commit")
+	}
+	commit(203, states[5], `{"spend": {"tokens": 1}}`)
+	if fast.fastCommits.Load() != made+2 {
+		t.Fatal("no fast commit with spend after the fallback")
+	}
+	stored, err := fast.GetRun(ctx, "t1", "fast")
+	if err != nil || !maps.Equal(stored.Spent, sides[0].r.Spent) || stored.Spent["new"] != 1 {
+		t.Fatalf("stored spent %v, committed %v (%v)", stored.Spent, sides[0].r.Spent, err)
 	}
 	for _, s := range sides {
 		evs, err := s.db.ListEvents(ctx, "t1", s.id, 0, 1000)

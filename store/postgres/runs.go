@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +67,23 @@ func decodeSpent(b []byte, dst *map[string]int64) error {
 	return nil
 }
 
+// addSpendExact is run.AddSpend, or false if a total leaves int64, where
+// SQL's numeric would go on.
+func addSpendExact(total, s map[string]int64) (map[string]int64, bool) {
+	if total == nil {
+		return nil, true
+	}
+	out := maps.Clone(total)
+	for k, v := range s {
+		t := out[k]
+		if (v > 0 && t > math.MaxInt64-v) || (v < 0 && t < math.MinInt64-v) {
+			return nil, false
+		}
+		out[k] = t + v
+	}
+	return out, true
+}
+
 func encodeSpend(m map[string]int64) any {
 	if m == nil {
 		return nil
@@ -111,21 +130,29 @@ WITH t AS (
 ), ins AS (
 	INSERT INTO runs (tenant_id, run_id, workflow_name, workflow_version, state_schema_version,
 		status, status_reason, next_step, state, state_revision, parent_run_id, parent_revision,
-		idempotency_key, request_digest, created_at, updated_at, chain_head, spent)
+		idempotency_key, request_digest, created_at, updated_at, chain_head, spent,
+		lease_owner, lease_epoch, lease_expires_at)
 	SELECT $1, $2, $3, $4, $5::int, $6::text, $7, $8::text, $9::jsonb, 1, $10, $11,
 		NULLIF($12::text, ''), $13, now(), now(),
 		` + chainSQL("''", "'1'", "'"+run.EventRunCreated+"'", "''", "'0'", "t.payload_t", "'S'", "t.state_t", "$8::text", "$6::text", "t.version_t") + `,
-		'{}'::jsonb
+		'{}'::jsonb,
+		$16::text, CASE WHEN $16::text = '' THEN 0 ELSE 1 END,
+		CASE WHEN $16::text <> '' THEN now() + $17::bigint * interval '1 microsecond' END
 	FROM t
+	-- The schema condition of commitSQL (schemaGuardSQL), for the version
+	-- the run is created at.
+	WHERE coalesce((SELECT bool_or(w.version = $5::int AND w.digest = $15::text)
+	                FROM workflow_schemas w
+	                WHERE w.tenant_id = $1 AND w.workflow_name = $3), true)
 	ON CONFLICT DO NOTHING
-	RETURNING created_at, chain_head
+	RETURNING created_at, chain_head, lease_expires_at
 ), ev AS (
 	INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
 		state, next_step, status, state_schema_version, created_at, chain)
 	SELECT $1::text, $2::text, 1, '` + run.EventRunCreated + `', '', 0, $14::jsonb, $9::jsonb, $8::text, $6::text, $5::int, created_at, chain_head
 	FROM ins
 )
-SELECT created_at, chain_head FROM ins`
+SELECT created_at, chain_head, lease_expires_at FROM ins`
 
 // CreateRun inserts the run at revision 1 with its run.created event.
 func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, error) {
@@ -139,6 +166,9 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 	}
 	r.StateRevision = 1
 	r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = "", 0, nil
+	if nr.LeaseOwner != "" {
+		r.LeaseOwner, r.LeaseEpoch = nr.LeaseOwner, 1
+	}
 	// The same payload as the embedded backend writes.
 	payload, err := json.Marshal(map[string]any{
 		"workflow_name": r.WorkflowName, "workflow_version": r.WorkflowVersion,
@@ -155,15 +185,17 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 			r.TenantID, r.RunID, r.WorkflowName, r.WorkflowVersion, r.StateSchemaVersion,
 			string(r.Status), r.StatusReason, r.NextStep, r.State, r.ParentRunID, r.ParentRevision,
 			nr.IdempotencyKey, nr.RequestDigest, json.RawMessage(payload),
-		).Scan(&created, &r.Chain)
+			nr.Schema.Digest, r.LeaseOwner, nr.LeaseTTL.Microseconds(),
+		).Scan(&created, &r.Chain, &r.LeaseExpiresAt)
 		if err == nil {
+			r.LeaseExpiresAt = utcPtr(r.LeaseExpiresAt)
 			r.CreatedAt = created.UTC()
 			r.UpdatedAt = r.CreatedAt
 			r.Spent, r.VerifiedSeq = map[string]int64{}, 0
 			if db.commits != nil && len(r.State) <= commitCacheMaxState {
 				if _, members, ok := jsonbObject(r.State); ok {
 					db.commits.put(r.TenantID, r.RunID, &commitEntry{rev: 1, chain: r.Chain,
-						status: string(r.Status), version: r.StateSchemaVersion, members: members})
+						status: string(r.Status), version: r.StateSchemaVersion, members: members, spent: map[string]int64{}})
 				}
 			}
 			return r, true, nil
@@ -191,6 +223,13 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 		}
 		if exists {
 			return run.Run{}, false, run.ErrAlreadyExists
+		}
+		need, err := db.createSchemaRequired(ctx, r.TenantID, r.WorkflowName, r.StateSchemaVersion, nr.Schema.Digest)
+		if err != nil {
+			return run.Run{}, false, err
+		}
+		if need != nil {
+			return run.Run{}, false, need
 		}
 	}
 	return run.Run{}, false, fmt.Errorf("%w (the clashing run kept vanishing)", run.ErrAlreadyExists)
@@ -560,7 +599,9 @@ FROM u`
 // and hashing. The entry was computed against chain head $21, status $22
 // and schema version $23, so the guard also requires those; the chain head
 // covers every event, so the state the delta was computed against is the
-// row's.
+// row's. The spend totals are added in Go too (memento_add_spend is a
+// PL/pgSQL call per commit): with $17 true the row's spent must be $25, the
+// totals the entry holds, and becomes $24, those plus the commit's spend.
 var commitFastSQL = `
 WITH u AS (
 	UPDATE runs SET
@@ -574,15 +615,16 @@ WITH u AS (
 		finished_at = CASE WHEN $8::text IN ` + terminalSQL + ` THEN now() ELSE finished_at END,
 		last_change = $16::jsonb,
 		chain_head = $20::text,
-		spent = CASE WHEN $17::jsonb IS NULL OR spent IS NULL THEN spent ELSE memento_add_spend(spent, $17::jsonb) END,
+		spent = CASE WHEN $17::bool THEN $24::jsonb ELSE spent END,
 		verified_seq = CASE WHEN $18::bigint > 0 THEN $18::bigint ELSE verified_seq END
 	WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
 	  AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
 	  AND status = ANY($11::text[])
-	  AND chain_head = $21::text AND status = $22::text AND state_schema_version = $23::int` + schemaGuardSQL + `
+	  AND chain_head = $21::text AND status = $22::text AND state_schema_version = $23::int
+	  AND (NOT $17::bool OR spent IS NOT DISTINCT FROM $25::jsonb)` + schemaGuardSQL + `
 	RETURNING workflow_name, workflow_version, state_schema_version, status, state_revision,
 		lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
-		verified_seq, spent
+		verified_seq
 ), e AS (
 	INSERT INTO run_events (tenant_id, run_id, seq, event_type, step_id, attempt, payload,
 		state, delta, next_step, status, state_schema_version, created_at, chain)
@@ -593,7 +635,7 @@ WITH u AS (
 )
 SELECT workflow_name, workflow_version, state_schema_version, status, state_revision,
 	lease_expires_at, parent_run_id, parent_revision, created_at, updated_at,
-	verified_seq, spent
+	verified_seq
 FROM u`
 
 // errCommitRaced is diagnoseCommit's answer when every check passes now.
@@ -632,7 +674,7 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 	if db.commits != nil {
 		if err == nil && canonical {
 			db.commits.put(tenantID, runID, &commitEntry{rev: r.StateRevision, chain: r.Chain,
-				status: string(r.Status), version: r.StateSchemaVersion, members: members})
+				status: string(r.Status), version: r.StateSchemaVersion, members: members, spent: maps.Clone(r.Spent)})
 		} else {
 			db.commits.drop(tenantID, runID)
 		}
@@ -673,20 +715,29 @@ func (db *DB) commitFast(ctx context.Context, tenantID, runID string, c run.Stor
 		delta = ev.Change
 	}
 	ev.Chain = run.ChainNext(e.chain, ev)
+	// The totals after this commit, and what the row must hold before it.
+	addSpend := c.Spend != nil
+	spent, newSpent, oldSpent := e.spent, any(nil), any(nil)
+	if addSpend {
+		var ok bool
+		if spent, ok = addSpendExact(e.spent, c.Spend); !ok {
+			return run.Run{}, run.Event{}, nil, false // leave an overflow to SQL's numeric
+		}
+		newSpent, oldSpent = encodeSpend(spent), encodeSpend(e.spent)
+	}
 	var (
 		dbStatus string
 		exp      *time.Time
-		spent    []byte
 	)
 	err := db.pool.QueryRow(ctx, commitFastSQL,
 		tenantID, runID, c.ExpectedRevision, c.Owner, c.Epoch,
 		state, c.NextStep, string(c.Status), c.StatusReason, c.StateSchemaVersion, from,
 		c.Event.EventType, c.Event.StepID, c.Event.Attempt, payload,
-		delta, encodeSpend(c.Spend), c.VerifiedSeq, c.Schema.Digest,
-		ev.Chain, e.chain, e.status, e.version,
+		delta, addSpend, c.VerifiedSeq, c.Schema.Digest,
+		ev.Chain, e.chain, e.status, e.version, newSpent, oldSpent,
 	).Scan(&r.WorkflowName, &r.WorkflowVersion, &r.StateSchemaVersion, &dbStatus, &r.StateRevision,
 		&exp, &r.ParentRunID, &r.ParentRevision, &r.CreatedAt, &r.UpdatedAt,
-		&r.VerifiedSeq, &spent)
+		&r.VerifiedSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		db.commits.drop(tenantID, runID)
 		diag := db.diagnoseCommit(ctx, tenantID, runID, c, from)
@@ -695,13 +746,11 @@ func (db *DB) commitFast(ctx context.Context, tenantID, runID string, c run.Stor
 		}
 		return run.Run{}, run.Event{}, diag, true
 	}
-	if err == nil {
-		err = decodeSpent(spent, &r.Spent)
-	}
 	if err != nil {
 		db.commits.drop(tenantID, runID)
 		return run.Run{}, run.Event{}, err, true
 	}
+	r.Spent = maps.Clone(spent) // the caller's to keep; the entry keeps its own
 	r.Status = run.Status(dbStatus)
 	r.Chain = ev.Chain
 	r.LeaseExpiresAt = utcPtr(exp)
@@ -713,7 +762,7 @@ func (db *DB) commitFast(ctx context.Context, tenantID, runID string, c run.Stor
 		ev.Change = nil
 	}
 	db.commits.put(tenantID, runID, &commitEntry{rev: r.StateRevision, chain: r.Chain,
-		status: string(r.Status), version: r.StateSchemaVersion, members: members})
+		status: string(r.Status), version: r.StateSchemaVersion, members: members, spent: spent})
 	db.fastCommits.Add(1)
 	return r, ev, nil, true
 }

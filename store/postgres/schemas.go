@@ -122,3 +122,27 @@ func (db *DB) schemaRequired(ctx context.Context, tenantID, runID string, c run.
 	}
 	return nil, nil
 }
+
+// createSchemaRequired tells, for a create the guard of createRunSQL
+// refused while no run clashes, whether the schema condition failed: the
+// workflow has registered schemas and digest is not that of version's.
+func (db *DB) createSchemaRequired(ctx context.Context, tenantID, workflow string, version int, digest string) (*run.SchemaRequiredError, error) {
+	var (
+		hasAny bool
+		stored *string
+	)
+	err := db.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM workflow_schemas WHERE tenant_id = $1 AND workflow_name = $2),
+			(SELECT digest FROM workflow_schemas WHERE tenant_id = $1 AND workflow_name = $2 AND version = $3)`,
+		tenantID, workflow, version).Scan(&hasAny, &stored)
+	if err != nil {
+		return nil, fmt.Errorf("read registered schemas: %w", err)
+	}
+	switch {
+	case !hasAny, stored != nil && *stored == digest:
+		return nil, nil
+	case stored != nil:
+		return &run.SchemaRequiredError{WorkflowName: workflow, Version: version, Registered: true}, nil
+	}
+	return &run.SchemaRequiredError{WorkflowName: workflow, Version: version}, nil
+}

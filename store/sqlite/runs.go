@@ -155,6 +155,10 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 		r.StateSchemaVersion = 1
 	}
 	r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = "", 0, nil
+	if nr.LeaseOwner != "" {
+		exp := fromMicros(now.UnixMicro() + nr.LeaseTTL.Microseconds())
+		r.LeaseOwner, r.LeaseEpoch, r.LeaseExpiresAt = nr.LeaseOwner, 1, &exp
+	}
 	r.CreatedAt, r.UpdatedAt = now, now
 	r.Spent, r.VerifiedSeq = map[string]int64{}, 0
 	payload, err := json.Marshal(map[string]any{
@@ -185,6 +189,9 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 		if err := runExists(ctx, tx, r.TenantID, r.RunID); err == nil {
 			return run.ErrAlreadyExists
 		} else if !errors.Is(err, run.ErrNotFound) {
+			return err
+		}
+		if err := checkSchema(ctx, tx, r.TenantID, r, run.StoreCommit{Schema: nr.Schema}); err != nil {
 			return err
 		}
 		ev := run.Event{

@@ -127,6 +127,25 @@ func Read(state json.RawMessage) (c Record, found bool, err error) {
 	if err := json.Unmarshal(state, &top); err != nil {
 		return Record{}, false, fmt.Errorf("%w: state is not a JSON object: %v", toolop.ErrInvalidInput, err)
 	}
+	return ReadTop(top)
+}
+
+// ReadSplit is Read that also returns the state's top-level members, for a
+// caller that needs them too (one parse of the state, not two); top is nil
+// only when err says the state is not a JSON object.
+func ReadSplit(state json.RawMessage) (top map[string]json.RawMessage, c Record, err error) {
+	if err := json.Unmarshal(state, &top); err != nil {
+		return nil, Record{}, fmt.Errorf("%w: state is not a JSON object: %v", toolop.ErrInvalidInput, err)
+	}
+	if top == nil { // the state is null
+		top = map[string]json.RawMessage{}
+	}
+	c, _, err = ReadTop(top)
+	return top, c, err
+}
+
+// ReadTop is Read over a state already split into its top-level members.
+func ReadTop(top map[string]json.RawMessage) (c Record, found bool, err error) {
 	raw, ok := top[Key]
 	if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return Record{}, false, nil
@@ -135,6 +154,22 @@ func Read(state json.RawMessage) (c Record, found bool, err error) {
 		return Record{}, true, fmt.Errorf("%w: state.%s: %v", toolop.ErrInvalidInput, Key, err)
 	}
 	return c, true, nil
+}
+
+// WriteTop encodes the state of the top-level members top with its control
+// object set to c: what Write gives for the state top encodes, without
+// parsing it again. It sets top[Key].
+func WriteTop(top map[string]json.RawMessage, c Record) (json.RawMessage, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode control: %w", err)
+	}
+	top[Key] = b
+	out, err := json.Marshal(top)
+	if err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
+	}
+	return out, nil
 }
 
 // Write returns state with its control object replaced by c.

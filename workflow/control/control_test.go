@@ -54,3 +54,31 @@ func TestBudget(t *testing.T) {
 		t.Fatalf("remaining %+v", r)
 	}
 }
+
+// ReadSplit and WriteTop, the one-parse path of a step, give what Read and
+// Write give.
+func TestSplitMatchesReadWrite(t *testing.T) {
+	state := json.RawMessage(`{"b": [1, 2], "a": {"x": "y"}, "` + control.Key + `": {"attempt": 2}}`)
+	top, c, err := control.ReadSplit(state)
+	want, found, werr := control.Read(state)
+	if err != nil || werr != nil || !found || c.Attempt != want.Attempt || c.Attempt != 2 {
+		t.Fatalf("ReadSplit %+v %v, Read %+v %v", c, err, want, werr)
+	}
+	if _, ok := top["a"]; !ok || len(top) != 3 {
+		t.Fatalf("top members: %v", top)
+	}
+	delete(top, control.Key)
+	c.Attempt = 3
+	plain, _ := json.Marshal(top)
+	wantState, err := control.Write(plain, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := control.WriteTop(top, c)
+	if err != nil || string(got) != string(wantState) {
+		t.Fatalf("WriteTop %s %v, Write %s", got, err, wantState)
+	}
+	if _, _, err := control.ReadSplit(json.RawMessage(`[1]`)); !errors.Is(err, toolop.ErrInvalidInput) {
+		t.Fatalf("ReadSplit of an array: %v", err)
+	}
+}

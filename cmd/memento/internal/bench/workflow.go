@@ -149,12 +149,7 @@ func measureWorkflows(ctx context.Context, eng *workflow.Engine, seq *atomic.Int
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				id := "wf-" + strconv.FormatInt(seq.Add(1), 10) + "-" + randHex(3)
-				r, _, err := eng.Start(ctx, "bench-noop", id, nil)
-				if err != nil {
-					cancel(err)
-					return
-				}
-				r, err = eng.DriveRun(ctx, r)
+				r, err := eng.Execute(ctx, "bench-noop", id, nil)
 				if err != nil {
 					cancel(err)
 					return
