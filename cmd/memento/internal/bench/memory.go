@@ -106,8 +106,8 @@ type MemorySearch struct {
 	TextP95MS  float64 `json:"baseline_text_p95_ms"`
 	OverText   float64 `json:"p95_over_text_p95"`
 	// Approximate: the subject's vector index is past
-	// search.DefaultExactLimit, so the graph answers (the rule the index
-	// follows; the service does not expose its cache).
+	// memory.ApproximateVectorLimit, so the quantized scan answers (the
+	// rule the index follows; the service does not expose its cache).
 	Approximate bool `json:"vector_index_approximate"`
 }
 
@@ -328,7 +328,7 @@ func RunMemory(ctx context.Context, cfg MemoryConfig) (*MemoryReport, error) {
 			return nil, err
 		}
 		s.Layout, s.Items, s.PerSubject = fmt.Sprintf("%d-subjects", min(size, cfg.Subjects)), size, max(1, size/cfg.Subjects)
-		s.Approximate = cfg.Embedder != nil && s.PerSubject > search.DefaultExactLimit
+		s.Approximate = cfg.Embedder != nil && s.PerSubject > memory.ApproximateVectorLimit
 		rep.Search = append(rep.Search, s)
 		progress("search: %s %d items: p95 %.2f ms (text p95 %.2f ms)", s.Layout, size, s.P95MS, s.TextP95MS)
 
@@ -349,7 +349,7 @@ func RunMemory(ctx context.Context, cfg MemoryConfig) (*MemoryReport, error) {
 			return nil, err
 		}
 		s.Layout, s.Items, s.PerSubject = "one-subject", one, one
-		s.Approximate = cfg.Embedder != nil && one > search.DefaultExactLimit
+		s.Approximate = cfg.Embedder != nil && one > memory.ApproximateVectorLimit
 		rep.Search = append(rep.Search, s)
 		progress("search: one subject of %d items: first %.0f ms, p95 %.2f ms (text p95 %.2f ms)", one, s.FirstMS, s.P95MS, s.TextP95MS)
 	}
