@@ -103,6 +103,17 @@ type Store interface {
 	ProjectionRows(ctx context.Context, tenantID, subjectID string) (int, error)
 }
 
+// BatchInserter is a Store that can insert many claims in one transaction,
+// for imports and bulk loads (bench memory loads a million claims): one
+// commit, and on PostgreSQL one round trip, per batch instead of per claim.
+// store/sqlite and store/postgres implement it.
+type BatchInserter interface {
+	// InsertBatch is Store.Insert of each of ps in order, in one
+	// transaction: every claim is stored or, on the first refusal (a
+	// tombstone, a conflict), none, and the error says which refusal.
+	InsertBatch(ctx context.Context, ps []InsertParams) ([]Claim, error)
+}
+
 // InsertParams is one Store.Insert.
 type InsertParams struct {
 	Claim        Claim

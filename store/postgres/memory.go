@@ -208,6 +208,61 @@ func (db *DB) insert(ctx context.Context, p memory.InsertParams) (memory.Claim, 
 	return out(), nil
 }
 
+// InsertBatch implements memory.BatchInserter: every claim's statements
+// queued in one batch, so one transaction and one round trip.
+func (db *DB) InsertBatch(ctx context.Context, ps []memory.InsertParams) ([]memory.Claim, error) {
+	for _, p := range ps {
+		if c := p.Claim; c.TenantID == "" || c.SubjectID == "" || c.MemoryID == "" {
+			return nil, fmt.Errorf("insert claims: tenant, subject and memory id are required: %w", memory.ErrInvalidInput)
+		}
+	}
+	out, err := db.insertBatch(ctx, ps)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		err = fmt.Errorf("%s: %w", pgErr.ConstraintName, memory.ErrConflict)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert %d claims: %w", len(ps), err)
+	}
+	return out, nil
+}
+
+func (db *DB) insertBatch(ctx context.Context, ps []memory.InsertParams) ([]memory.Claim, error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	outs := make([]func() memory.Claim, len(ps))
+	checks := make([]func() error, len(ps))
+	for i, p := range ps {
+		if outs[i], checks[i], err = queueInsert(b, p); err != nil {
+			return nil, fmt.Errorf("claim %s: %w", p.Claim.MemoryID, err)
+		}
+	}
+	err = conn.SendBatch(ctx, b).Close() // runs the callbacks of the statements before a failure
+	for i, check := range checks {
+		if cerr := check(); cerr != nil {
+			err = fmt.Errorf("claim %s: %w", ps[i].Claim.MemoryID, cerr)
+			break
+		}
+	}
+	if err != nil {
+		_, _ = conn.Exec(ctx, `ROLLBACK`)
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	out := make([]memory.Claim, len(ps))
+	for i, o := range outs {
+		out[i] = o()
+	}
+	return out, nil
+}
+
 // subjectVersionSQL is the subject's version within the writing
 // transaction, after its bump: $1 and $2 are the tenant and subject.
 const subjectVersionSQL = `(SELECT version FROM memory_subjects WHERE tenant_id = $1 AND subject_id = $2)`
