@@ -114,6 +114,17 @@ type BatchInserter interface {
 	InsertBatch(ctx context.Context, ps []InsertParams) ([]Claim, error)
 }
 
+// ChangesGetter is a Store that answers Changes and GetMany together, in
+// one round trip: a search ranks in the subject's index as it stands,
+// then reads what changed since and the candidates' rows at once, and only
+// when the subject moved applies the changes, ranks again and re-checks
+// again. store/postgres implements it (in process, SQLite gains nothing).
+type ChangesGetter interface {
+	// ChangesAndGet is Changes(tenantID, subjectID, model, afterVersion)
+	// and GetMany(tenantID, memoryIDs); GetMany is read after Changes.
+	ChangesAndGet(ctx context.Context, tenantID, subjectID, model string, afterVersion int64, memoryIDs []string) (Changes, []Claim, error)
+}
+
 // InsertParams is one Store.Insert.
 type InsertParams struct {
 	Claim        Claim

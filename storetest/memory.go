@@ -42,6 +42,7 @@ func MemoryStoreSuite(t *testing.T, open func(t *testing.T) memory.Store) {
 		{"Namespaces", testMemNamespaces},
 		{"TenantIsolation", testMemTenantIsolation},
 		{"InsertBatch", testMemInsertBatch},
+		{"ChangesAndGet", testMemChangesAndGet},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -481,6 +482,61 @@ func testMemInsertBatch(t *testing.T, s memory.Store) {
 	if all := f.list(memory.ListQuery{}); len(all) != 0 {
 		t.Fatalf("a refused batch after forget left claims: %v", ids(all))
 	}
+}
+
+// testMemChangesAndGet: a store that implements memory.ChangesGetter
+// answers what Changes and GetMany answer, after writes too, and with no
+// ids asked.
+func testMemChangesAndGet(t *testing.T, s memory.Store) {
+	cg, ok := s.(memory.ChangesGetter)
+	if !ok {
+		return // an optional interface: nothing to hold this store to
+	}
+	f := newMfx(t, s)
+	ctx := t.Context()
+	a := f.insert(f.claim("prefs", "lang", `"Russian"`, "language: Russian"), "", vec("m", 1, 0))
+	b := f.add("prefs", "tea", `"green"`, "tea: green")
+	check := func(after int64, asked []string) memory.Changes {
+		t.Helper()
+		ch, cs, err := cg.ChangesAndGet(ctx, f.tenant, f.subject, "m", after, asked)
+		if err != nil {
+			t.Fatalf("changes and get after %d: %v", after, err)
+		}
+		want, err := s.Changes(ctx, f.tenant, f.subject, "m", after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Version != want.Version || ch.Forgotten != want.Forgotten || len(ch.Claims) != len(want.Claims) || len(ch.Vectors) != len(want.Vectors) {
+			t.Fatalf("changes after %d: %+v, Changes says %+v", after, ch, want)
+		}
+		wantCs, err := s.GetMany(ctx, f.tenant, asked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameSet(ids(cs), ids(wantCs)) {
+			t.Fatalf("rows of %v: %v, GetMany says %v", asked, ids(cs), ids(wantCs))
+		}
+		for _, c := range cs {
+			for _, w := range wantCs {
+				if w.MemoryID == c.MemoryID {
+					checkClaim(t, c, w)
+				}
+			}
+		}
+		return ch
+	}
+	all := check(0, []string{a.MemoryID, b.MemoryID, "missing"})
+	if len(all.Claims) != 2 || len(all.Vectors) != 1 {
+		t.Fatalf("changes from 0: %d claims, %d vectors", len(all.Claims), len(all.Vectors))
+	}
+	if ch := check(all.Version, []string{b.MemoryID}); len(ch.Claims) != 0 || ch.Version != all.Version {
+		t.Fatalf("no change since %d: %+v", all.Version, ch)
+	}
+	c := f.insert(f.claim("prefs", "tea", `"black"`, "tea: black"), b.MemoryID, nil)
+	if ch := check(all.Version, []string{b.MemoryID, c.MemoryID}); len(ch.Claims) != 2 || ch.Version <= all.Version {
+		t.Fatalf("after a supersede: %+v", ch)
+	}
+	check(all.Version, nil)
 }
 
 func testMemListFilters(t *testing.T, s memory.Store) {
