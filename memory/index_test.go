@@ -39,16 +39,54 @@ func (r *recheckLog) take() []string {
 	return out
 }
 
+// recheckLogCG is recheckLog for a store that reads changes and rows in
+// one call (memory.ChangesGetter, as store/postgres does). The ids it is
+// given count as re-checked only when the subject had not moved: only then
+// does the service serve from those rows.
+type recheckLogCG struct {
+	*recheckLog
+	calls int
+}
+
+func (r *recheckLogCG) ChangesAndGet(ctx context.Context, tenantID, subjectID, model string, after int64, ids []string) (memory.Changes, []memory.Claim, error) {
+	ch, err := r.Store.Changes(ctx, tenantID, subjectID, model, after)
+	if err != nil {
+		return memory.Changes{}, nil, err
+	}
+	r.mu.Lock()
+	r.calls++
+	if ch.Version == after && len(ch.Claims) == 0 && len(ch.Vectors) == 0 {
+		r.asks = append(r.asks, slices.Clone(ids))
+	}
+	r.mu.Unlock()
+	cs, err := r.Store.GetMany(ctx, tenantID, ids)
+	return ch, cs, err
+}
+
 // TestIndexFollowsWritesOfAnotherInstance: a service whose in-process
 // indexes hold a subject sees what another instance writes on the same
 // store — supersessions, invalidations, a forget of one namespace, new
-// claims after it — on its next search, in every mode. Its indexes are
-// exact, not only filtered by the re-check: the ids it re-checks never
-// include a claim that had left current before the search.
+// claims after it — on its next search, in every mode, whether the store
+// reads changes and rows in two calls or in one (memory.ChangesGetter).
+// Its indexes are exact, not only filtered by the re-check: the ids it
+// re-checks never include a claim that had left current before the search.
 func TestIndexFollowsWritesOfAnotherInstance(t *testing.T) {
+	t.Run("two calls", func(t *testing.T) {
+		log := &recheckLog{Store: memstore.New().Memory()}
+		indexFollowsWrites(t, log, log)
+	})
+	t.Run("ChangesGetter", func(t *testing.T) {
+		log := &recheckLogCG{recheckLog: &recheckLog{Store: memstore.New().Memory()}}
+		indexFollowsWrites(t, log, log.recheckLog)
+		if log.calls == 0 {
+			t.Fatal("the service never read changes and rows in one call")
+		}
+	})
+}
+
+func indexFollowsWrites(t *testing.T, st memory.Store, log *recheckLog) {
 	ctx := context.Background()
-	log := &recheckLog{Store: memstore.New().Memory()}
-	reader := newService(t, log, nil)
+	reader := newService(t, st, nil)
 	writer := newService(t, log.Store, nil)
 	city := add(t, writer, "t1", memory.AddInput{SubjectID: "u1", Namespace: "places", Key: "home.city", Value: str("lives in Kazan")})
 	pet := add(t, writer, "t1", memory.AddInput{SubjectID: "u1", Namespace: "pets", Key: "pet", Value: str("a parrot called Kiwi")})

@@ -139,22 +139,27 @@ func (s *Service) Search(ctx context.Context, tenantID string, q SearchQuery) (S
 // DistinctMessages dropped.
 func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery, qv []float32, mode string, n int) ([]Hit, int, error) {
 	now := s.now()
-	text, vecs, err := s.index.rank(ctx, s.index.entry(tenantID, q.SubjectID), q, qv, mode, n, now)
+	fuse := func(text, vecs []search.Ranked) []search.Fused {
+		fused := search.RRF(search.RRFK, nil, text, vecs)
+		if len(fused) > n {
+			fused = fused[:n]
+		}
+		return fused
+	}
+	e := s.index.entry(tenantID, q.SubjectID)
+	fused, claims, ok, err := s.index.rankAndGet(ctx, e, q, qv, mode, n, now, fuse)
 	if err != nil {
 		return nil, 0, fmt.Errorf("search memories of subject %s: %w", q.SubjectID, err)
 	}
-	lists := [2][]search.Ranked{text, vecs}
-	fused := search.RRF(search.RRFK, nil, lists[0], lists[1])
-	if len(fused) > n {
-		fused = fused[:n]
-	}
-	ids := make([]string, len(fused))
-	for i, f := range fused {
-		ids[i] = f.ID
-	}
-	claims, err := s.store.GetMany(ctx, tenantID, ids)
-	if err != nil {
-		return nil, 0, fmt.Errorf("re-check search hits: %w", err)
+	if !ok {
+		text, vecs, err := s.index.rank(ctx, e, q, qv, mode, n, now)
+		if err != nil {
+			return nil, 0, fmt.Errorf("search memories of subject %s: %w", q.SubjectID, err)
+		}
+		fused = fuse(text, vecs)
+		if claims, err = s.store.GetMany(ctx, tenantID, fusedIDs(fused)); err != nil {
+			return nil, 0, fmt.Errorf("re-check search hits: %w", err)
+		}
 	}
 	byID := make(map[string]Claim, len(claims))
 	for _, c := range claims {

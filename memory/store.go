@@ -103,6 +103,28 @@ type Store interface {
 	ProjectionRows(ctx context.Context, tenantID, subjectID string) (int, error)
 }
 
+// BatchInserter is a Store that can insert many claims in one transaction,
+// for imports and bulk loads (bench memory loads a million claims): one
+// commit, and on PostgreSQL one round trip, per batch instead of per claim.
+// store/sqlite and store/postgres implement it.
+type BatchInserter interface {
+	// InsertBatch is Store.Insert of each of ps in order, in one
+	// transaction: every claim is stored or, on the first refusal (a
+	// tombstone, a conflict), none, and the error says which refusal.
+	InsertBatch(ctx context.Context, ps []InsertParams) ([]Claim, error)
+}
+
+// ChangesGetter is a Store that answers Changes and GetMany together, in
+// one round trip: a search ranks in the subject's index as it stands,
+// then reads what changed since and the candidates' rows at once, and only
+// when the subject moved applies the changes, ranks again and re-checks
+// again. store/postgres implements it (in process, SQLite gains nothing).
+type ChangesGetter interface {
+	// ChangesAndGet is Changes(tenantID, subjectID, model, afterVersion)
+	// and GetMany(tenantID, memoryIDs); GetMany is read after Changes.
+	ChangesAndGet(ctx context.Context, tenantID, subjectID, model string, afterVersion int64, memoryIDs []string) (Changes, []Claim, error)
+}
+
 // InsertParams is one Store.Insert.
 type InsertParams struct {
 	Claim        Claim

@@ -16,8 +16,9 @@ type Meta struct {
 }
 
 // VectorIndex ranks vectors by cosine similarity (vectors are normalised,
-// so a dot product). Up to Options.ExactLimit vectors, Search is exact: a
-// scan with a bounded heap. Past it an approximate graph (HNSW) built
+// so a dot product). Up to Options.ExactLimit vectors, Search is a scan
+// with a bounded heap: of the floats up to Options.QuantizeLimit, past it
+// of 1-bit codes with the best Options.Rerank re-scored by the floats. Past it an approximate graph (HNSW) built
 // incrementally on Upsert answers, over-sampled so the keep filter can
 // drop candidates, and the index falls back to the exact scan when too few
 // pass (a selective namespace). Either way a hit's score is its exact dot
@@ -36,6 +37,10 @@ type VectorIndex struct {
 	node   []int32 // parallel to ids: the slot's node in g
 	slotOf []int32 // per node of g: its slot, -1 once removed or replaced
 	dead   int     // nodes of g whose slotOf is -1
+
+	// the quantized scan, nil until the index outgrows QuantizeLimit;
+	// parallel to ids
+	codes *codes
 }
 
 // Options tune a VectorIndex; a zero field takes its default.
@@ -54,6 +59,13 @@ type Options struct {
 	// Seed seeds the graph's level draws (default 1), so the same inserts
 	// build the same graph.
 	Seed int64
+	// QuantizeLimit is the size past which an exact scan reads 1-bit codes
+	// of the vectors and re-scores the best Rerank of them with the floats
+	// (default DefaultQuantizeLimit); negative never quantizes.
+	QuantizeLimit int
+	// Rerank is how many candidates of the quantized scan are re-scored
+	// (default DefaultRerank; at least k).
+	Rerank int
 	// Workers, when > 1, splits an exact scan of at least ParallelScanMin
 	// vectors over that many goroutines (the keep filter must then be safe
 	// for concurrent use). The scan reads every vector, so it is bound by
@@ -92,6 +104,26 @@ const ParallelScanMin = 8192
 // lost recall do not pay.
 const DefaultExactLimit = 30_000
 
+// DefaultQuantizeLimit and DefaultRerank: past 20k vectors the quantized
+// scan (Options.QuantizeLimit) answers, re-scoring its best 1000. Measured
+// with BenchmarkQuantRecall (thread CPU time, k 10, 100k vectors of 256
+// dimensions, 2 shared cores at load 6-8; recall@10 against the float scan):
+//
+//	data                rerank  float    quantized  speedup  recall@10
+//	bench memory corpus  500    4.2 ms   1.5 ms     2.8x     0.998
+//	bench memory corpus 1000    3.7 ms   1.9 ms     2.0x     1.000
+//	clustered            500    3.6 ms   1.5 ms     2.4x     0.992
+//	clustered           1000    4.5 ms   1.9 ms     2.5x     1.000
+//	random               500    4.3 ms   1.5 ms     2.9x     0.793
+//	random              1000    4.2 ms   1.8 ms     2.3x     0.900
+//	random              2000    3.9 ms   2.8 ms     1.4x     0.966
+//
+// Below 20k the float scan costs under a millisecond and stays exact.
+const (
+	DefaultQuantizeLimit = 20_000
+	DefaultRerank        = 1000
+)
+
 func (o Options) withDefaults() Options {
 	if o.ExactLimit == 0 {
 		o.ExactLimit = DefaultExactLimit
@@ -107,6 +139,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
+	}
+	if o.QuantizeLimit == 0 {
+		o.QuantizeLimit = DefaultQuantizeLimit
+	}
+	if o.Rerank <= 0 {
+		o.Rerank = DefaultRerank
 	}
 	return o
 }
@@ -144,6 +182,9 @@ func (x *VectorIndex) Upsert(id string, v []float32, m Meta) {
 			return // a refreshed row: same vector, new meta
 		}
 		copy(old, v)
+		if x.codes != nil {
+			x.codes.encode(i, v)
+		}
 		if x.g != nil { // the graph keeps the old vector: retire its node
 			x.retire(x.node[i])
 			x.node[i] = x.addNode(v, i)
@@ -155,6 +196,15 @@ func (x *VectorIndex) Upsert(id string, v []float32, m Meta) {
 	x.ids = append(x.ids, id)
 	x.meta = append(x.meta, m)
 	x.flat = append(x.flat, v...)
+	switch {
+	case x.codes != nil:
+		x.codes.encode(len(x.ids)-1, v)
+	case x.opts.QuantizeLimit >= 0 && len(x.ids) > x.opts.QuantizeLimit:
+		x.codes = newCodes(x.dim, x.opts.Seed)
+		for i := range x.ids {
+			x.codes.encode(i, x.flat[i*x.dim:(i+1)*x.dim])
+		}
+	}
 	switch {
 	case x.g != nil:
 		x.node = append(x.node, x.addNode(v, len(x.ids)-1))
@@ -183,6 +233,15 @@ func (x *VectorIndex) Remove(id string) {
 		x.meta[i] = x.meta[last]
 		copy(x.flat[i*x.dim:(i+1)*x.dim], x.flat[last*x.dim:])
 		x.pos[x.ids[i]] = i
+		if x.codes != nil {
+			x.codes.move(i, last)
+		}
+	}
+	if x.codes != nil {
+		x.codes.truncate(last)
+		if last <= x.opts.QuantizeLimit/2 {
+			x.codes = nil // well below the limit: the float scan again
+		}
 	}
 	delete(x.pos, id)
 	x.ids = x.ids[:last]
@@ -274,8 +333,17 @@ func (x *VectorIndex) Search(q []float32, k int, keep func(id string, m Meta) bo
 	}
 }
 
-// exact scans every vector keep accepts.
+// exact scans every vector keep accepts: the floats, or past
+// QuantizeLimit the codes with the best Rerank re-scored.
 func (x *VectorIndex) exact(q []float32, k int, keep func(id string, m Meta) bool) []Ranked {
+	if x.codes != nil && k < len(x.ids) {
+		return x.quantSearch(q, k, keep)
+	}
+	return x.floatScan(q, k, keep)
+}
+
+// floatScan scans every vector keep accepts.
+func (x *VectorIndex) floatScan(q []float32, k int, keep func(id string, m Meta) bool) []Ranked {
 	n := len(x.ids)
 	w := min(x.opts.Workers, n/ParallelScanMin)
 	if w <= 1 {

@@ -14,7 +14,7 @@ func recallAt10(t testing.TB, x *VectorIndex, qs [][]float32, keep func(string, 
 	t.Helper()
 	hit := 0
 	for _, q := range qs {
-		want := x.exact(q, 10, keep)
+		want := x.floatScan(q, 10, keep)
 		got := x.Search(q, 10, keep)
 		in := map[string]bool{}
 		for _, r := range got {

@@ -100,7 +100,7 @@ func BenchmarkVectorCrossover(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					q := qs[i%len(qs)]
 					t1 := cpuTime(b)
-					x.exact(q, 10, nil)
+					x.floatScan(q, 10, nil)
 					t2 := cpuTime(b)
 					x.Search(q, 10, nil)
 					ex, ap = append(ex, t2-t1), append(ap, cpuTime(b)-t2)

@@ -41,6 +41,8 @@ func MemoryStoreSuite(t *testing.T, open func(t *testing.T) memory.Store) {
 		{"Changes", testMemChanges},
 		{"Namespaces", testMemNamespaces},
 		{"TenantIsolation", testMemTenantIsolation},
+		{"InsertBatch", testMemInsertBatch},
+		{"ChangesAndGet", testMemChangesAndGet},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -412,6 +414,129 @@ func testMemTombstone(t *testing.T, s memory.Store) {
 	f.add("prefs", "lang", `"French"`, "language: French")
 	f.other().add("prefs", "lang", `"Russian"`, "language: Russian")
 	f.otherTenant().add("prefs", "lang", `"Russian"`, "language: Russian")
+}
+
+// testMemInsertBatch: a store that implements memory.BatchInserter stores
+// a batch as Insert stores each claim (rows, projections, versions), and
+// a batch with one refused claim (a second current claim of a key, a
+// tombstoned fact) stores none of it.
+func testMemInsertBatch(t *testing.T, s memory.Store) {
+	bi, ok := s.(memory.BatchInserter)
+	if !ok {
+		return // an optional interface: nothing to hold this store to
+	}
+	f := newMfx(t, s)
+	ctx := t.Context()
+	old := f.add("prefs", "city", `"Lyon"`, "city: Lyon")
+	v0 := f.version()
+	a, b, c := f.claim("prefs", "lang", `"Russian"`, "language: Russian"), f.claim("prefs", "tea", `"green"`, "tea: green"),
+		f.claim("prefs", "city", `"Oslo"`, "city: Oslo")
+	got, err := bi.InsertBatch(ctx, []memory.InsertParams{
+		{Claim: a, Vector: vec("m", 1, 0)}, {Claim: b}, {Claim: c, Supersede: old.MemoryID, SupersededAt: c.ValidFrom, Vector: vec("m", 0, 1)},
+	})
+	if err != nil {
+		t.Fatalf("insert batch: %v", err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("insert batch returned %d claims, want 3", len(got))
+	}
+	for i, want := range []memory.Claim{a, b, c} {
+		checkClaim(t, f.get(want.MemoryID), got[i])
+		if got[i].Version <= v0 {
+			t.Fatalf("claim %d written at version %d, not after %d", i, got[i].Version, v0)
+		}
+	}
+	if f.version() != v0+3 {
+		t.Fatalf("subject version %d after a batch of 3 from %d", f.version(), v0)
+	}
+	if st := f.get(old.MemoryID).Status; st != memory.StatusSuperseded {
+		t.Fatalf("the superseded claim is %s", st)
+	}
+	if cur := f.list(memory.ListQuery{Statuses: []memory.Status{memory.StatusCurrent}}); !sameSet(ids(cur), []string{a.MemoryID, b.MemoryID, c.MemoryID}) {
+		t.Fatalf("current after the batch: %v", ids(cur))
+	}
+	if hits := f.search("", 10, "oslo"); len(hits) != 1 || hits[0].MemoryID != c.MemoryID {
+		t.Fatalf("full text of the batch: %v", hitIDs(hits))
+	}
+	if vs, _, err := s.Vectors(ctx, f.tenant, f.subject, "m", 0); err != nil || len(vs) != 2 {
+		t.Fatalf("vectors of the batch: %d, %v", len(vs), err)
+	}
+	// One refusal stores nothing of its batch.
+	rows, v1 := f.projections(), f.version()
+	d, dup := f.claim("prefs", "food", `"pasta"`, "food: pasta"), f.claim("prefs", "lang", `"French"`, "language: French")
+	_, err = bi.InsertBatch(ctx, []memory.InsertParams{{Claim: d}, {Claim: dup}})
+	wantErr(t, err, memory.ErrConflict, "a batch with a second current claim of a key")
+	if _, err := s.Get(ctx, f.tenant, d.MemoryID); !errors.Is(err, memory.ErrNotFound) {
+		t.Fatalf("a refused batch stored its first claim: %v", err)
+	}
+	if f.projections() != rows || f.version() != v1 {
+		t.Fatalf("a refused batch moved projections %d -> %d, version %d -> %d", rows, f.projections(), v1, f.version())
+	}
+	if _, err := s.Forget(ctx, memory.ForgetParams{TenantID: f.tenant, SubjectID: f.subject, Namespace: "prefs",
+		Record: memory.ForgetRecord{ForgetID: newID("fg"), CreatedAt: f.tick()}}); err != nil {
+		t.Fatal(err)
+	}
+	e, gone := f.claim("prefs", "food", `"pasta"`, "food: pasta"), f.claim("prefs", "tea", `"green"`, "tea: green")
+	_, err = bi.InsertBatch(ctx, []memory.InsertParams{{Claim: e}, {Claim: gone}})
+	wantErr(t, err, memory.ErrTombstoned, "a batch with a forgotten fact")
+	if all := f.list(memory.ListQuery{}); len(all) != 0 {
+		t.Fatalf("a refused batch after forget left claims: %v", ids(all))
+	}
+}
+
+// testMemChangesAndGet: a store that implements memory.ChangesGetter
+// answers what Changes and GetMany answer, after writes too, and with no
+// ids asked.
+func testMemChangesAndGet(t *testing.T, s memory.Store) {
+	cg, ok := s.(memory.ChangesGetter)
+	if !ok {
+		return // an optional interface: nothing to hold this store to
+	}
+	f := newMfx(t, s)
+	ctx := t.Context()
+	a := f.insert(f.claim("prefs", "lang", `"Russian"`, "language: Russian"), "", vec("m", 1, 0))
+	b := f.add("prefs", "tea", `"green"`, "tea: green")
+	check := func(after int64, asked []string) memory.Changes {
+		t.Helper()
+		ch, cs, err := cg.ChangesAndGet(ctx, f.tenant, f.subject, "m", after, asked)
+		if err != nil {
+			t.Fatalf("changes and get after %d: %v", after, err)
+		}
+		want, err := s.Changes(ctx, f.tenant, f.subject, "m", after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Version != want.Version || ch.Forgotten != want.Forgotten || len(ch.Claims) != len(want.Claims) || len(ch.Vectors) != len(want.Vectors) {
+			t.Fatalf("changes after %d: %+v, Changes says %+v", after, ch, want)
+		}
+		wantCs, err := s.GetMany(ctx, f.tenant, asked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameSet(ids(cs), ids(wantCs)) {
+			t.Fatalf("rows of %v: %v, GetMany says %v", asked, ids(cs), ids(wantCs))
+		}
+		for _, c := range cs {
+			for _, w := range wantCs {
+				if w.MemoryID == c.MemoryID {
+					checkClaim(t, c, w)
+				}
+			}
+		}
+		return ch
+	}
+	all := check(0, []string{a.MemoryID, b.MemoryID, "missing"})
+	if len(all.Claims) != 2 || len(all.Vectors) != 1 {
+		t.Fatalf("changes from 0: %d claims, %d vectors", len(all.Claims), len(all.Vectors))
+	}
+	if ch := check(all.Version, []string{b.MemoryID}); len(ch.Claims) != 0 || ch.Version != all.Version {
+		t.Fatalf("no change since %d: %+v", all.Version, ch)
+	}
+	c := f.insert(f.claim("prefs", "tea", `"black"`, "tea: black"), b.MemoryID, nil)
+	if ch := check(all.Version, []string{b.MemoryID, c.MemoryID}); len(ch.Claims) != 2 || ch.Version <= all.Version {
+		t.Fatalf("after a supersede: %+v", ch)
+	}
+	check(all.Version, nil)
 }
 
 func testMemListFilters(t *testing.T, s memory.Store) {

@@ -208,6 +208,61 @@ func (db *DB) insert(ctx context.Context, p memory.InsertParams) (memory.Claim, 
 	return out(), nil
 }
 
+// InsertBatch implements memory.BatchInserter: every claim's statements
+// queued in one batch, so one transaction and one round trip.
+func (db *DB) InsertBatch(ctx context.Context, ps []memory.InsertParams) ([]memory.Claim, error) {
+	for _, p := range ps {
+		if c := p.Claim; c.TenantID == "" || c.SubjectID == "" || c.MemoryID == "" {
+			return nil, fmt.Errorf("insert claims: tenant, subject and memory id are required: %w", memory.ErrInvalidInput)
+		}
+	}
+	out, err := db.insertBatch(ctx, ps)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		err = fmt.Errorf("%s: %w", pgErr.ConstraintName, memory.ErrConflict)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert %d claims: %w", len(ps), err)
+	}
+	return out, nil
+}
+
+func (db *DB) insertBatch(ctx context.Context, ps []memory.InsertParams) ([]memory.Claim, error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	outs := make([]func() memory.Claim, len(ps))
+	checks := make([]func() error, len(ps))
+	for i, p := range ps {
+		if outs[i], checks[i], err = queueInsert(b, p); err != nil {
+			return nil, fmt.Errorf("claim %s: %w", p.Claim.MemoryID, err)
+		}
+	}
+	err = conn.SendBatch(ctx, b).Close() // runs the callbacks of the statements before a failure
+	for i, check := range checks {
+		if cerr := check(); cerr != nil {
+			err = fmt.Errorf("claim %s: %w", ps[i].Claim.MemoryID, cerr)
+			break
+		}
+	}
+	if err != nil {
+		_, _ = conn.Exec(ctx, `ROLLBACK`)
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	out := make([]memory.Claim, len(ps))
+	for i, o := range outs {
+		out[i] = o()
+	}
+	return out, nil
+}
+
 // subjectVersionSQL is the subject's version within the writing
 // transaction, after its bump: $1 and $2 are the tenant and subject.
 const subjectVersionSQL = `(SELECT version FROM memory_subjects WHERE tenant_id = $1 AND subject_id = $2)`
@@ -636,7 +691,47 @@ func (db *DB) Vectors(ctx context.Context, tenantID, subjectID, model string, af
 
 // Changes implements memory.Store in one statement, so one snapshot.
 func (db *DB) Changes(ctx context.Context, tenantID, subjectID, model string, afterVersion int64) (memory.Changes, error) {
-	rows, err := db.pool.Query(ctx, `
+	rows, err := db.pool.Query(ctx, changesSQL, tenantID, subjectID, afterVersion, model)
+	if err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	out, err := scanChanges(rows, model)
+	if err != nil {
+		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
+	}
+	return out, nil
+}
+
+// ChangesAndGet implements memory.ChangesGetter: Changes and GetMany
+// queued in one batch, one round trip, so a search whose subject did not
+// change meets the database once.
+func (db *DB) ChangesAndGet(ctx context.Context, tenantID, subjectID, model string, afterVersion int64, memoryIDs []string) (memory.Changes, []memory.Claim, error) {
+	var (
+		ch     memory.Changes
+		claims []memory.Claim
+		cerr   error
+	)
+	b := &pgx.Batch{}
+	b.Queue(changesSQL, tenantID, subjectID, afterVersion, model).Query(func(rows pgx.Rows) error {
+		ch, cerr = scanChanges(rows, model)
+		return cerr
+	})
+	if len(memoryIDs) > 0 {
+		b.Queue(`SELECT `+claimColumns+` FROM memory_claims WHERE tenant_id = $1 AND memory_id = ANY($2)`, tenantID, memoryIDs).
+			Query(func(rows pgx.Rows) error {
+				claims, cerr = collectClaims(rows, nil)
+				return cerr
+			})
+	}
+	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
+		return memory.Changes{}, nil, fmt.Errorf("read changes of subject %s and %d claims: %w", subjectID, len(memoryIDs), err)
+	}
+	return ch, claims, nil
+}
+
+// changesSQL is Changes in one statement, so one snapshot: $1 tenant, $2
+// subject, $3 after version, $4 model.
+const changesSQL = `
 		SELECT 0, version, forgotten, '', '', '', NULL::timestamptz, '', NULL::bytea, 0
 			FROM memory_subjects WHERE tenant_id = $1 AND subject_id = $2
 		UNION ALL
@@ -644,11 +739,9 @@ func (db *DB) Changes(ctx context.Context, tenantID, subjectID, model string, af
 			FROM memory_claims WHERE tenant_id = $1 AND subject_id = $2 AND version > $3 AND ($3 > 0 OR status = 'current')
 		UNION ALL
 		SELECT 2, version, 0, memory_id, namespace, '', expires_at, '', vec, dim
-			FROM memory_vectors WHERE $4 <> '' AND tenant_id = $1 AND subject_id = $2 AND model = $4 AND version > $3`,
-		tenantID, subjectID, afterVersion, model)
-	if err != nil {
-		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
-	}
+			FROM memory_vectors WHERE $4 <> '' AND tenant_id = $1 AND subject_id = $2 AND model = $4 AND version > $3`
+
+func scanChanges(rows pgx.Rows, model string) (memory.Changes, error) {
 	defer rows.Close()
 	var (
 		out            memory.Changes
@@ -658,7 +751,7 @@ func (db *DB) Changes(ctx context.Context, tenantID, subjectID, model string, af
 		expires        *time.Time
 		blob           []byte
 	)
-	_, err = pgx.ForEachRow(rows, []any{&kind, &version, &forg, &id, &ns, &st, &expires, &tx, &blob, &dim}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&kind, &version, &forg, &id, &ns, &st, &expires, &tx, &blob, &dim}, func() error {
 		switch kind {
 		case 0:
 			out.Version, out.Forgotten = version, forg
@@ -673,10 +766,7 @@ func (db *DB) Changes(ctx context.Context, tenantID, subjectID, model string, af
 		}
 		return nil
 	})
-	if err != nil {
-		return memory.Changes{}, fmt.Errorf("read changes of subject %s: %w", subjectID, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // MissingVectors implements memory.Store.

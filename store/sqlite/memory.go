@@ -213,6 +213,31 @@ func (db *DB) Insert(ctx context.Context, p memory.InsertParams) (memory.Claim, 
 	return out, nil
 }
 
+// InsertBatch implements memory.BatchInserter: insertTx of each in one
+// write transaction, so one commit (one fsync) per batch.
+func (db *DB) InsertBatch(ctx context.Context, ps []memory.InsertParams) ([]memory.Claim, error) {
+	for _, p := range ps {
+		if c := p.Claim; c.TenantID == "" || c.SubjectID == "" || c.MemoryID == "" {
+			return nil, fmt.Errorf("insert claims: tenant, subject and memory id are required: %w", memory.ErrInvalidInput)
+		}
+	}
+	out := make([]memory.Claim, 0, len(ps))
+	err := db.memoryTx(ctx, func(tx wtx) error {
+		for _, p := range ps {
+			c, err := insertTx(ctx, tx, p)
+			if err != nil {
+				return fmt.Errorf("claim %s: %w", p.Claim.MemoryID, err)
+			}
+			out = append(out, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert %d claims: %w", len(ps), err)
+	}
+	return out, nil
+}
+
 // insertTx is Insert within a write transaction, in as few statements as
 // the rules allow: the claims' primary key refuses a taken id and the
 // unique index of current claims a second current claim of a key, and the

@@ -106,8 +106,8 @@ type MemorySearch struct {
 	TextP95MS  float64 `json:"baseline_text_p95_ms"`
 	OverText   float64 `json:"p95_over_text_p95"`
 	// Approximate: the subject's vector index is past
-	// search.DefaultExactLimit, so the graph answers (the rule the index
-	// follows; the service does not expose its cache).
+	// memory.ApproximateVectorLimit, so the quantized scan answers (the
+	// rule the index follows; the service does not expose its cache).
 	Approximate bool `json:"vector_index_approximate"`
 }
 
@@ -328,7 +328,7 @@ func RunMemory(ctx context.Context, cfg MemoryConfig) (*MemoryReport, error) {
 			return nil, err
 		}
 		s.Layout, s.Items, s.PerSubject = fmt.Sprintf("%d-subjects", min(size, cfg.Subjects)), size, max(1, size/cfg.Subjects)
-		s.Approximate = cfg.Embedder != nil && s.PerSubject > search.DefaultExactLimit
+		s.Approximate = cfg.Embedder != nil && s.PerSubject > memory.ApproximateVectorLimit
 		rep.Search = append(rep.Search, s)
 		progress("search: %s %d items: p95 %.2f ms (text p95 %.2f ms)", s.Layout, size, s.P95MS, s.TextP95MS)
 
@@ -349,7 +349,7 @@ func RunMemory(ctx context.Context, cfg MemoryConfig) (*MemoryReport, error) {
 			return nil, err
 		}
 		s.Layout, s.Items, s.PerSubject = "one-subject", one, one
-		s.Approximate = cfg.Embedder != nil && one > search.DefaultExactLimit
+		s.Approximate = cfg.Embedder != nil && one > memory.ApproximateVectorLimit
 		rep.Search = append(rep.Search, s)
 		progress("search: one subject of %d items: first %.0f ms, p95 %.2f ms (text p95 %.2f ms)", one, s.FirstMS, s.P95MS, s.TextP95MS)
 	}
@@ -366,8 +366,20 @@ func RunMemory(ctx context.Context, cfg MemoryConfig) (*MemoryReport, error) {
 	return rep, nil
 }
 
-// bulkLoad writes items [from, to) of a tenant with cfg.Workers writers.
+// bulkBatch is how many claims one bulk-load transaction writes when the
+// store is a memory.BatchInserter.
+const bulkBatch = 500
+
+// bulkLoad writes items [from, to) of a tenant with cfg.Workers writers,
+// in transactions of bulkBatch claims when the store takes batches (one
+// commit per batch; while one writer's batch commits, another builds and
+// embeds its next), else one Insert per claim.
 func bulkLoad(ctx context.Context, cfg MemoryConfig, tenant string, from, to int, subject func(int) string) error {
+	bi, batched := cfg.Store.(memory.BatchInserter)
+	size := 1
+	if batched {
+		size = bulkBatch
+	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -380,18 +392,31 @@ func bulkLoad(ctx context.Context, cfg MemoryConfig, tenant string, from, to int
 			defer wg.Done()
 			r := rand.New(rand.NewSource(cfg.Seed + int64(from) + int64(w)*7919))
 			z := memZipf(r)
+			ps := make([]memory.InsertParams, 0, size)
 			for {
 				mu.Lock()
-				i := next
-				next++
-				stop := fail != nil || i >= to || ctx.Err() != nil
+				lo := next
+				hi := min(lo+size, to)
+				next = hi
+				stop := fail != nil || lo >= to || ctx.Err() != nil
 				mu.Unlock()
 				if stop {
 					return
 				}
-				p, err := BulkInsert(ctx, cfg.Embedder, tenant, memInput(r, z, subject(i), i), time.Now())
+				ps = ps[:0]
+				var err error
+				for i := lo; i < hi && err == nil; i++ {
+					var p memory.InsertParams
+					if p, err = BulkInsert(ctx, cfg.Embedder, tenant, memInput(r, z, subject(i), i), time.Now()); err == nil {
+						ps = append(ps, p)
+					}
+				}
 				if err == nil {
-					_, err = cfg.Store.Insert(ctx, p)
+					if batched {
+						_, err = bi.InsertBatch(ctx, ps)
+					} else {
+						_, err = cfg.Store.Insert(ctx, ps[0])
+					}
 				}
 				if err != nil {
 					mu.Lock()
