@@ -266,14 +266,6 @@ func (x *VectorIndex) quantSearch(q []float32, k int, keep func(id string, m Met
 		s := int(cd.slot)
 		out[i] = Ranked{ID: x.ids[s], Score: float64(Dot(q, x.flat[s*x.dim:(s+1)*x.dim]))}
 	}
-	slices.SortFunc(out, func(a, b Ranked) int {
-		if better(a, b) {
-			return -1
-		}
-		if better(b, a) {
-			return 1
-		}
-		return 0
-	})
+	sortBest(out)
 	return out[:min(k, len(out))]
 }

@@ -311,15 +311,7 @@ func (x *VectorIndex) Search(q []float32, k int, keep func(id string, m Meta) bo
 			out = append(out, Ranked{ID: x.ids[s], Score: float64(Dot(q, x.flat[int(s)*x.dim:(int(s)+1)*x.dim]))})
 		}
 		if len(out) >= k {
-			slices.SortFunc(out, func(a, b Ranked) int {
-				if better(a, b) {
-					return -1
-				}
-				if better(b, a) {
-					return 1
-				}
-				return 0
-			})
+			sortBest(out)
 			return out[:k]
 		}
 		// Too few passed the filter. Widen once by the pass rate seen;
@@ -356,15 +348,7 @@ func (x *VectorIndex) floatScan(q []float32, k int, keep func(id string, m Meta)
 	}
 	wg.Wait()
 	out := slices.Concat(parts...)
-	slices.SortFunc(out, func(a, b Ranked) int {
-		if better(a, b) {
-			return -1
-		}
-		if better(b, a) {
-			return 1
-		}
-		return 0
-	})
+	sortBest(out)
 	return out[:min(k, len(out))]
 }
 
@@ -397,6 +381,19 @@ func Dot(a, b []float32) float32 { return llm.Dot(a, b) }
 // Normalize is llm.Normalize without its answer: it scales v to unit
 // length in place, leaving a zero or non-finite vector all zeros.
 func Normalize(v []float32) { llm.Normalize(v) }
+
+// sortBest orders rs best first (score, then id).
+func sortBest(rs []Ranked) {
+	slices.SortFunc(rs, func(a, b Ranked) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
+}
 
 func better(a, b Ranked) bool {
 	if a.Score != b.Score {
