@@ -7,19 +7,29 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mementohq/memento/cmd/memento/internal/bench"
 )
 
 // TestBenchLocomoJSON: `bench locomo --json` prints exactly one JSON object
 // with the figures per mode, on a tiny file in the LoCoMo layout.
 func TestBenchLocomoJSON(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tiny.json")
-	data := `[{"sample_id": "s1", "conversation": {"speaker_a": "Ann", "speaker_b": "Ben",
-	  "session_1_date_time": "10:00 am on 3 April, 2023",
-	  "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I bought a red kayak."},
-	                {"speaker": "Ben", "dia_id": "D1:2", "text": "I prefer hiking in the Alps."}]},
-	  "qa": [{"question": "What did Ann buy?", "answer": "a kayak", "evidence": ["D1:1"], "category": 4},
-	         {"question": "Where does Ben like hiking?", "answer": "the Alps", "evidence": ["D1:2"], "category": 1}]}]`
-	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bench.WriteLocomo(f, []bench.LocomoConversation{{SampleID: "s1", SpeakerA: "Ann", SpeakerB: "Ben",
+		Sessions: []bench.LocomoSession{{Number: 1, DateTime: "10:00 am on 3 April, 2023", Turns: []bench.LocomoTurn{
+			{Speaker: "Ann", DiaID: "D1:1", Text: "I bought a red kayak."},
+			{Speaker: "Ben", DiaID: "D1:2", Text: "I prefer hiking in the Alps."}}}},
+		QA: []bench.LocomoQA{
+			{Question: "What did Ann buy?", Evidence: []string{"D1:1"}, Category: 4},
+			{Question: "Where does Ben like hiking?", Evidence: []string{"D1:2"}, Category: 1}}}})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := execute(t, context.Background(), "bench", "locomo", "--data", path, "--json", "-q", "--k", "1")

@@ -3,30 +3,25 @@ package bench
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 )
 
-// synthLocomo is a tiny conversation in the LoCoMo layout: the answer to
-// the question is in the first session, far from the recent window.
-const synthLocomo = `[{"sample_id":"s1","conversation":{"speaker_a":"Ann","speaker_b":"Bob",
-"session_1_date_time":"2:47 pm on 11 May, 2023","session_1":[
- {"speaker":"Ann","dia_id":"D1:1","text":"I adopted a grey parrot called Kiwi last week."},
- {"speaker":"Bob","dia_id":"D1:2","text":"That is lovely, how is it settling in?"}],
-"session_2_date_time":"9:00 am on 20 June, 2023","session_2":[` + `%s` + `]},
-"qa":[{"question":"What is the name of Ann's parrot?","answer":"Kiwi","evidence":["D1:1"],"category":4},
-      {"question":"Adversarial","evidence":[],"category":5}]}]`
-
+// TestRunContextOnSyntheticLocomo: a tiny conversation of our own whose
+// answer is in the first session, far from the recent window.
 func TestRunContextOnSyntheticLocomo(t *testing.T) {
-	var turns []string
+	var chatter []LocomoTurn
 	for i := 1; i <= 200; i++ {
-		turns = append(turns, `{"speaker":"Bob","dia_id":"D2:`+strconv.Itoa(i)+`","text":"we talked about the weather and the football results again today"}`)
+		chatter = append(chatter, LocomoTurn{Speaker: "Bob", DiaID: "D2:" + strconv.Itoa(i), Text: "we talked about the weather and the football results again today"})
 	}
-	data := strings.Replace(synthLocomo, "%s", strings.Join(turns, ","), 1)
-	convs, err := ReadLocomo(strings.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	convs := readThroughFile(t, []LocomoConversation{{SampleID: "s1", SpeakerA: "Ann", SpeakerB: "Bob",
+		Sessions: []LocomoSession{
+			{Number: 1, DateTime: "4:25 pm on 13 May, 2023", Turns: []LocomoTurn{
+				{Speaker: "Ann", DiaID: "D1:1", Text: "I adopted a grey parrot called Kiwi last week."},
+				{Speaker: "Bob", DiaID: "D1:2", Text: "That is lovely, how is it settling in?"}}},
+			{Number: 2, DateTime: "9:00 am on 20 June, 2023", Turns: chatter}},
+		QA: []LocomoQA{
+			{Question: "What is the name of Ann's parrot?", Evidence: []string{"D1:1"}, Category: 4},
+			{Question: "Adversarial", Evidence: []string{}, Category: 5}}}})
 	rep, err := RunContext(context.Background(), ContextConfig{Conversations: convs, BudgetTokens: 300})
 	if err != nil {
 		t.Fatal(err)

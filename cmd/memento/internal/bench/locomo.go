@@ -46,7 +46,7 @@ type LocomoTurn struct {
 	DiaID   string `json:"dia_id"`
 	Text    string `json:"text"`
 	// An image shared in the turn: its caption (BLIP) as the file gives it.
-	Caption string `json:"blip_caption"`
+	Caption string `json:"blip_caption,omitempty"`
 }
 
 // LocomoQA is one question with its evidence turn ids as written.
@@ -58,8 +58,8 @@ type LocomoQA struct {
 
 var sessionKey = regexp.MustCompile(`^session_(\d+)$`)
 
-// LocomoDateLayouts are the layouts of session_N_date_time ("2:47 pm on 11
-// May, 2023"), tried in order.
+// LocomoDateLayouts are the layouts of session_N_date_time ("4:10 pm on 2
+// June, 2023"), tried in order.
 var LocomoDateLayouts = []string{"3:04 pm on 2 January, 2006", "3:04 pm on 2 Jan, 2006", "3:04 PM on 2 January, 2006"}
 
 // ReadLocomo parses a file in the LoCoMo layout: a JSON array of samples,
@@ -110,6 +110,29 @@ func ReadLocomo(r io.Reader) ([]LocomoConversation, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// WriteLocomo writes convs in the layout ReadLocomo reads, for synthetic
+// files of one's own (the benchmark's tests write theirs with it).
+func WriteLocomo(w io.Writer, convs []LocomoConversation) error {
+	type sample struct {
+		SampleID     string         `json:"sample_id"`
+		Conversation map[string]any `json:"conversation"`
+		QA           []LocomoQA     `json:"qa"`
+	}
+	out := make([]sample, len(convs))
+	for i, c := range convs {
+		m := map[string]any{"speaker_a": c.SpeakerA, "speaker_b": c.SpeakerB}
+		for _, s := range c.Sessions {
+			k := "session_" + strconv.Itoa(s.Number)
+			m[k], m[k+"_date_time"] = s.Turns, s.DateTime
+		}
+		out[i] = sample{SampleID: c.SampleID, Conversation: m, QA: c.QA}
+	}
+	if err := json.NewEncoder(w).Encode(out); err != nil {
+		return fmt.Errorf("write locomo: %w", err)
+	}
+	return nil
 }
 
 var evidenceNumbers = regexp.MustCompile(`\d+`)

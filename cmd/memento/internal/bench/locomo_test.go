@@ -14,57 +14,68 @@ import (
 	"github.com/mementohq/memento/store/memstore"
 )
 
-// syntheticLocomo is a tiny file in the LoCoMo layout, written for the test
-// (the real data set is not redistributable). Its evidence ids include the
-// malformed shapes seen in the real file.
-const syntheticLocomo = `[
- {"sample_id": "conv-a",
-  "conversation": {
-   "speaker_a": "Alice", "speaker_b": "Bob",
-   "session_2_date_time": "4:10 pm on 2 June, 2023",
-   "session_2": [
-    {"speaker": "Bob", "dia_id": "D2:1", "text": "The cello recital went well."},
-    {"speaker": "Alice", "dia_id": "D2:2", "text": "Look at this!", "img_url": ["x"], "blip_caption": "a golden retriever on a beach"}],
-   "session_1_date_time": "2:47 pm on 11 May, 2023",
-   "session_1": [
-    {"speaker": "Alice", "dia_id": "D1:1", "text": "I adopted a puppy named Biscuit yesterday."},
-    {"speaker": "Bob", "dia_id": "D1:2", "text": "Congrats! I started learning the cello."},
-    {"speaker": "Alice", "dia_id": "D1:3", "text": "My sister visits from Lisbon next week."}]},
-  "qa": [
-   {"question": "What is the name of Alice's puppy?", "answer": "Biscuit", "evidence": ["D1:1"], "category": 4},
-   {"question": "Which instrument did Bob learn and play at a recital?", "answer": "cello", "evidence": ["D1:2; D2:1"], "category": 1},
-   {"question": "When does Alice's sister come from Lisbon?", "answer": "mid May 2023", "evidence": ["D:1:3"], "category": 2},
-   {"question": "What kind of dog is in Alice's photo?", "answer": "golden retriever", "evidence": ["D2:2", "D9:9"], "category": 3},
-   {"question": "What is Bob's puppy called?", "adversarial_answer": "Biscuit", "evidence": ["D1:1"], "category": 5},
-   {"question": "Where does Alice live?", "answer": "?", "evidence": ["D"], "category": 4}],
-  "event_summary": {}, "session_summary": {}},
- {"sample_id": "conv-b",
-  "conversation": {
-   "speaker_a": "Carol", "speaker_b": "Dan",
-   "session_1_date_time": "9:00 am on 1 March, 2022",
-   "session_1": [
-    {"speaker": "Carol", "dia_id": "D1:1", "text": "Our puppy is called Pepper."},
-    {"speaker": "Dan", "dia_id": "D1:2", "text": "Nice, I love dogs."}]},
-  "qa": [
-   {"question": "What is the puppy called?", "answer": "Pepper", "evidence": ["D1:1"], "category": 4}]}
-]`
+// syntheticLocomo is a tiny data set in the LoCoMo layout, made up for the
+// tests (the real one is read in place, never copied). Its evidence ids
+// include the malformed shapes the real file has.
+var syntheticLocomo = []LocomoConversation{
+	{SampleID: "conv-a", SpeakerA: "Alice", SpeakerB: "Bob", Sessions: []LocomoSession{
+		{Number: 2, DateTime: "4:10 pm on 2 June, 2023", Turns: []LocomoTurn{
+			{Speaker: "Bob", DiaID: "D2:1", Text: "The cello recital went well."},
+			{Speaker: "Alice", DiaID: "D2:2", Text: "Look at this!", Caption: "a golden retriever on a beach"}}},
+		{Number: 1, DateTime: "4:25 pm on 13 May, 2023", Turns: []LocomoTurn{
+			{Speaker: "Alice", DiaID: "D1:1", Text: "I adopted a puppy named Biscuit yesterday."},
+			{Speaker: "Bob", DiaID: "D1:2", Text: "Congrats! I started learning the cello."},
+			{Speaker: "Alice", DiaID: "D1:3", Text: "My sister visits from Lisbon next week."}}}},
+		QA: []LocomoQA{
+			{Question: "What is the name of Alice's puppy?", Evidence: []string{"D1:1"}, Category: 4},
+			{Question: "Which instrument did Bob learn and play at a recital?", Evidence: []string{"D1:2; D2:1"}, Category: 1},
+			{Question: "When does Alice's sister come from Lisbon?", Evidence: []string{"D:1:3"}, Category: 2},
+			{Question: "What kind of dog is in Alice's photo?", Evidence: []string{"D2:2", "D9:9"}, Category: 3},
+			{Question: "What is Bob's puppy called?", Evidence: []string{"D1:1"}, Category: 5},
+			{Question: "Where does Alice live?", Evidence: []string{"D"}, Category: 4}}},
+	{SampleID: "conv-b", SpeakerA: "Carol", SpeakerB: "Dan", Sessions: []LocomoSession{
+		{Number: 1, DateTime: "9:00 am on 1 March, 2022", Turns: []LocomoTurn{
+			{Speaker: "Carol", DiaID: "D1:1", Text: "Our puppy is called Pepper."},
+			{Speaker: "Dan", DiaID: "D1:2", Text: "Nice, I love dogs."}}}},
+		QA: []LocomoQA{{Question: "What is the puppy called?", Evidence: []string{"D1:1"}, Category: 4}}},
+}
 
-func readSynthetic(t *testing.T) []LocomoConversation {
+// writeLocomoFile writes convs to a file of the test in the LoCoMo layout.
+func writeLocomoFile(t *testing.T, convs []LocomoConversation) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "locomo.json")
-	if err := os.WriteFile(path, []byte(syntheticLocomo), 0o600); err != nil {
+	f, err := os.Create(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
+	if err := WriteLocomo(f, convs); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// readSynthetic is syntheticLocomo through a file and ReadLocomo.
+func readSynthetic(t *testing.T) []LocomoConversation {
+	t.Helper()
+	return readThroughFile(t, syntheticLocomo)
+}
+
+// readThroughFile is convs as ReadLocomo reads them back from a file.
+func readThroughFile(t *testing.T, convs []LocomoConversation) []LocomoConversation {
+	t.Helper()
+	f, err := os.Open(writeLocomoFile(t, convs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	convs, err := ReadLocomo(f)
+	back, err := ReadLocomo(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return convs
+	return back
 }
 
 func TestReadLocomo(t *testing.T) {
@@ -76,7 +87,7 @@ func TestReadLocomo(t *testing.T) {
 	if len(s) != 2 || s[0].Number != 1 || s[1].Number != 2 || len(s[0].Turns) != 3 {
 		t.Fatalf("sessions out of order or missing: %+v", s)
 	}
-	if got := s[0].Date.Format("2006-01-02 15:04"); got != "2023-05-11 14:47" {
+	if got := s[0].Date.Format("2006-01-02 15:04"); got != "2023-05-13 16:25" {
 		t.Fatalf("session 1 date = %s", got)
 	}
 	if s[1].Turns[1].Caption != "a golden retriever on a beach" {
