@@ -8,34 +8,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/agent"
-	"github.com/mementohq/memento/internal/testenv"
+	"github.com/mementohq/memento/internal/enginetest"
 	"github.com/mementohq/memento/llm"
 	"github.com/mementohq/memento/mcp"
 	"github.com/mementohq/memento/server"
 )
-
-func openEngine(t *testing.T, backend string) *memento.Engine {
-	t.Helper()
-	cfg := memento.Config{DataDir: t.TempDir()}
-	cfg.PII.Key = testenv.PIIKey
-	if backend == "postgres" {
-		cfg.PostgresURL = testenv.PostgresURL(t)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	eng, err := memento.Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("open %s engine: %v", backend, err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
-	return eng
-}
 
 // connectMCP is an SDK client session bound to b, in memory.
 func connectMCP(t *testing.T, s *mcp.Server, b mcp.Binding) *gomcp.ClientSession {
@@ -113,7 +95,7 @@ func TestOverMCP(t *testing.T) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			ctx := context.Background()
-			eng := openEngine(t, backend)
+			eng := enginetest.Open(t, backend, memento.Config{})
 			srv := mcp.New(mcp.Services{Runs: eng.Runs, Sessions: eng.Sessions, Memory: eng.Memory, Context: eng.Context, Retrieval: eng.Retrieval},
 				mcp.Options{Classify: server.ClassifyError})
 			alice := mcp.Binding{Tenant: "t1", User: "alice"}

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mementohq/memento"
-	"github.com/mementohq/memento/internal/testenv"
+	"github.com/mementohq/memento/internal/enginetest"
 	"github.com/mementohq/memento/mcp"
 	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/server"
@@ -21,25 +20,8 @@ var backends = []string{"sqlite", "postgres"}
 
 func forEachBackend(t *testing.T, fn func(t *testing.T, eng *memento.Engine)) {
 	for _, b := range backends {
-		t.Run(b, func(t *testing.T) { fn(t, openEngine(t, b)) })
+		t.Run(b, func(t *testing.T) { fn(t, enginetest.Open(t, b, memento.Config{})) })
 	}
-}
-
-func openEngine(t testing.TB, backend string) *memento.Engine {
-	t.Helper()
-	cfg := memento.Config{DataDir: t.TempDir()}
-	cfg.PII.Key = testenv.PIIKey
-	if backend == "postgres" {
-		cfg.PostgresURL = testenv.PostgresURL(t)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	eng, err := memento.Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("open %s engine: %v", backend, err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
-	return eng
 }
 
 func newServer(eng *memento.Engine) *mcp.Server {
@@ -120,7 +102,7 @@ func fails(t *testing.T, r result, kind, what string) {
 var alice = mcp.Binding{Tenant: "t1", User: "alice"}
 
 func TestToolsListed(t *testing.T) {
-	eng := openEngine(t, "sqlite")
+	eng := enginetest.Open(t, "sqlite", memento.Config{})
 	cs := connect(t, newServer(eng), alice)
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -226,7 +208,7 @@ func TestOtherUsersSessionUnreachable(t *testing.T) {
 // TestInputValidation: a wrong type, a missing field, an unknown field or
 // an oversized value is a tool error the model can read, and writes nothing.
 func TestInputValidation(t *testing.T) {
-	eng := openEngine(t, "sqlite")
+	eng := enginetest.Open(t, "sqlite", memento.Config{})
 	cs := connect(t, newServer(eng), alice)
 	ok(t, call(t, cs, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"step": "a"}}), "put")
 	big := strings.Repeat("x", mcp.DefaultMaxArgumentBytes)
@@ -393,7 +375,7 @@ func TestContextAndDocuments(t *testing.T) {
 // TestBlindPatchesRace: patches that name no revision apply to whatever is
 // current, so two writers patching different members at once lose nothing.
 func TestBlindPatchesRace(t *testing.T) {
-	eng := openEngine(t, "sqlite")
+	eng := enginetest.Open(t, "sqlite", memento.Config{})
 	s := newServer(eng)
 	a, b := connect(t, s, alice), connect(t, s, alice)
 	ok(t, call(t, a, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{}}), "put")

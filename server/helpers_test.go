@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mementohq/memento/internal/testenv"
+	"github.com/mementohq/memento/internal/enginetest"
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/client"
@@ -35,31 +35,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, backend string)) {
 // openEngine opens an engine on a fresh database of the backend; closed at cleanup.
 func openEngine(t testing.TB, backend string, cfg memento.Config) *memento.Engine {
 	t.Helper()
-	// Always a data directory of the test's own: embedded parts (sessions,
-	// the PII vault key) live there even when runs are on PostgreSQL.
-	cfg.DataDir = t.TempDir()
-	if len(cfg.PII.Key) == 0 {
-		cfg.PII.Key = testenv.PIIKey // shared backends refuse to start without one
-	}
-	switch backend {
-	case "sqlite":
-	case "postgres":
-		cfg.PostgresURL = testenv.PostgresURL(t)
-	default:
-		t.Fatalf("unknown backend %q", backend)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	eng, err := memento.Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("open %s engine: %v", backend, err)
-	}
-	t.Cleanup(func() {
-		if err := eng.Close(); err != nil {
-			t.Errorf("close engine: %v", err)
-		}
-	})
-	return eng
+	return enginetest.Open(t, backend, cfg)
 }
 
 // syncBuffer collects server logs; they are printed only when a test fails.
