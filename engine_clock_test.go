@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +13,11 @@ import (
 	"github.com/mementohq/memento/session"
 )
 
-// testClock is a clock a test moves.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // TestEngineClock: with Config.Now the embedded store and the services keep
 // the test's time: a week later a session has expired and a memory with a
 // day's TTL is gone, while a lasting one is still served.
 func TestEngineClock(t *testing.T) {
-	clk := &testClock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
 	cfg := memento.Config{DataDir: t.TempDir(), Now: clk.Now}
 	cfg.PII.Key = testenv.PIIKey
 	ctx := context.Background()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,21 +18,8 @@ import (
 	"github.com/mementohq/memento/server"
 )
 
-// clock is a clock a test moves.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // openEngine is an embedded engine in a temp dir on clk (nil: real time).
-func openEngine(t testing.TB, clk *clock) *memento.Engine {
+func openEngine(t testing.TB, clk *testenv.Clock) *memento.Engine {
 	t.Helper()
 	cfg := memento.Config{DataDir: t.TempDir()}
 	cfg.PII.Key = testenv.PIIKey

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento/agent"
 	"github.com/mementohq/memento/examples/giftgenius"
 )
@@ -180,7 +182,7 @@ func TestAppToolsRefuse(t *testing.T) {
 // A returning user who raises the budget without an amount is asked for
 // the amount, and only that; the answer then finds the options.
 func TestBiggerBudgetWithoutAmount(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
 	eng := openEngine(t, clk)
 	connect := connector(t, mcpServer(eng), alice)
 	cat, err := giftgenius.LoadCatalog()

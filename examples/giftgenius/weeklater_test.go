@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/internal/testenv"
+
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/examples/giftgenius"
 	"github.com/mementohq/memento/llm"
@@ -103,7 +105,7 @@ func TestWeekLater(t *testing.T) { weekLater(t, nil) }
 // weekLater runs the scenario with model (nil: the Planner in process).
 func weekLater(t *testing.T, model llm.Chat) {
 	ctx := context.Background()
-	clk := &clock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
 	eng := openEngine(t, clk)
 	srv := mcpServer(eng)
 	connect := connector(t, srv, alice)

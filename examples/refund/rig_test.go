@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mementohq/memento/internal/testenv"
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/compact"
@@ -30,24 +31,6 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	}
 }
 
-// clock is a controlled clock for the approval ledger.
-type clock struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.at
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.at = c.at.Add(d)
-}
-
 // rig is the refund workflow in the test process over one backend: the
 // engine's stores, the payments service behind an HTTP server, and an
 // operation ledger on a controlled clock (approval expiry).
@@ -57,7 +40,7 @@ type rig struct {
 	e     *memento.Engine
 	pay   *refund.Client
 	ops   *toolop.Service
-	clock *clock
+	clock *testenv.Clock // the ledger's (approval expiry)
 	svc   refund.Services
 }
 
@@ -72,7 +55,7 @@ func newRig(t *testing.T, b backend) *rig {
 	t.Cleanup(srv.Close)
 	e := b.open(t)
 	t.Cleanup(func() { _ = e.Close() })
-	c := &clock{at: time.Now()}
+	c := testenv.NewClock(time.Now())
 	r := &rig{t: t, b: b, e: e, pay: refund.NewClient(srv.URL), ops: toolop.NewService(e.Ops.Store(), c.Now), clock: c, svc: services(e)}
 	if err := refund.SetupPolicy(t.Context(), e.Retrieval, "default"); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
 // Package testenv connects tests to the real services they need: a schema
 // of their own on the tests' PostgreSQL, Redis and a Redis Cluster named by
-// the environment (MEMENTO_TEST_*), and a fixed vault key.
+// the environment (MEMENTO_TEST_*), a fixed vault key, and a clock tests move.
 package testenv
