@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,15 +33,7 @@ func TestMCPStdio(t *testing.T) {
 		return cs
 	}
 	call := func(cs *gomcp.ClientSession, name string, args any) (map[string]any, bool) {
-		res, err := cs.CallTool(ctx, &gomcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var out map[string]any
-		if err := json.Unmarshal([]byte(res.Content[0].(*gomcp.TextContent).Text), &out); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return out, res.IsError
+		return guideCall(t, ctx, cs, name, args)
 	}
 	alice := connect("alice")
 	tools, err := alice.ListTools(ctx, nil)
