@@ -76,11 +76,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	w.SetConnMaxIdleTime(0)
 	db := &DB{w: w, path: abs, now: time.Now}
 	db.opLedger = ledger.New(ledgerDialect{db})
-	if err := w.PingContext(ctx); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
-	}
-	if err := db.migrate(ctx); err != nil {
+	if err := db.prepareFile(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
 	}
@@ -98,6 +94,29 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
 	}
 	return db, nil
+}
+
+// prepareFile connects the writer (which puts the file in WAL mode) and
+// applies the migrations. Another process opening the same new file at the
+// same moment can make that first connection fail with SQLITE_BUSY without
+// SQLite waiting on busy_timeout (the switch to WAL and its recovery do
+// not), so a busy answer is tried again, for busyTimeout at most.
+func (db *DB) prepareFile(ctx context.Context) error {
+	deadline := time.Now().Add(busyTimeout)
+	for {
+		err := db.w.PingContext(ctx)
+		if err == nil {
+			err = db.migrate(ctx)
+		}
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (after: %w)", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // dsn builds a URI filename; '?', '#' and '%' in the path would otherwise be

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -233,5 +234,40 @@ func TestTwoHandlesOneFile(t *testing.T) {
 	got, err := handles[1].GetRun(ctx, "t", "r")
 	if err != nil || got.StateRevision != rounds+1 {
 		t.Fatalf("final revision %d (err %v), want %d", got.StateRevision, err, rounds+1)
+	}
+}
+
+// TestConcurrentFirstOpens: several handles opening one new file at the same
+// moment (a demo and `memento serve` started together) all open it, and the
+// migrations are applied once.
+func TestConcurrentFirstOpens(t *testing.T) {
+	const openers, rounds = 6, 10
+	for round := range rounds {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("new-%d.db", round))
+		start := make(chan struct{})
+		errs := make([]error, openers)
+		dbs := make([]*sqlite.DB, openers)
+		var wg sync.WaitGroup
+		for i := range openers {
+			wg.Go(func() {
+				<-start
+				dbs[i], errs[i] = sqlite.Open(t.Context(), path)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: opener %d: %v", round, i, err)
+			}
+			defer dbs[i].Close()
+		}
+		var n, distinct int
+		if err := dbs[0].SQL().QueryRowContext(t.Context(), "SELECT count(*), count(DISTINCT version) FROM schema_migrations").Scan(&n, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 || n != distinct {
+			t.Fatalf("round %d: %d migration rows for %d versions", round, n, distinct)
+		}
 	}
 }

@@ -134,5 +134,12 @@ func isConstraint(err error) bool {
 	return errors.As(err, &e) && e.Code()&0xff == 19
 }
 
+// isBusy reports a lock another connection holds (SQLITE_BUSY, code 5, in
+// the low byte of its extended codes).
+func isBusy(err error) bool {
+	var e *sqlitedrv.Error
+	return errors.As(err, &e) && e.Code()&0xff == 5
+}
+
 // rd is the read pool through prepared statements.
 func (db *DB) rd() reader { return reader{db} }
