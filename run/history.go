@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,16 +20,29 @@ const SnapshotEvery = 32
 // IsSnapshotSeq tells whether the event at seq stores the whole state.
 func IsSnapshotSeq(seq int64) bool { return seq == 1 || seq%SnapshotEvery == 0 }
 
-// Delta is the change of the top-level members between two states: Set
-// holds the members added or changed (with their new value), Del the names
-// of the members removed (sorted).
+// Delta is the change between two JSON objects. Set holds the members added
+// or replaced (with their new value), Del the names of the members removed
+// (sorted), Sub the members changed in place: a large object or array in
+// both states whose own change is much smaller than its new value. In a
+// Delta of an array (Len set, its new length) the keys of Set and Sub are
+// element indices, Set holding the elements replaced or appended.
 type Delta struct {
-	Set map[string]json.RawMessage `json:"s"`
 	Del []string                   `json:"d"`
+	Len *int                       `json:"l,omitempty"`
+	Sub map[string]Delta           `json:"n,omitempty"`
+	Set map[string]json.RawMessage `json:"s"`
 }
 
+// A member changes in place only when both its values are at least
+// nestMinBytes long and nestDepth levels are not yet used: below that a
+// replacement costs about as much and is cheaper to compute and apply.
+const (
+	nestMinBytes = 512
+	nestDepth    = 8
+)
+
 // MakeDelta returns the delta that turns state from into state to (both
-// JSON objects). Members whose encodings differ count as changed, so the
+// JSON objects). Values whose encodings differ count as changed, so the
 // delta is exact even if it is not minimal.
 func MakeDelta(from, to json.RawMessage) (json.RawMessage, error) {
 	var a, b map[string]json.RawMessage
@@ -38,47 +52,282 @@ func MakeDelta(from, to json.RawMessage) (json.RawMessage, error) {
 	if err := json.Unmarshal(to, &b); err != nil {
 		return nil, fmt.Errorf("delta: new state: %w", err)
 	}
-	d := Delta{Set: map[string]json.RawMessage{}, Del: []string{}}
-	for k, v := range b {
-		if old, ok := a[k]; !ok || !bytes.Equal(old, v) {
-			d.Set[k] = v
+	d, _ := diffObject(a, b, 0)
+	return json.Marshal(d)
+}
+
+// DiffMember is the in-place change of a member from value a to value b
+// (JSON text each), or ok false when b should replace a whole: they are not
+// both objects or both arrays, too small, or the change is not much
+// smaller than b. Raw values in the delta are slices of b's text.
+func DiffMember(a, b json.RawMessage) (Delta, bool) { return diffValue(a, b, 1) }
+
+func diffValue(a, b json.RawMessage, depth int) (Delta, bool) {
+	if depth > nestDepth || len(a) < nestMinBytes || len(b) < nestMinBytes {
+		return Delta{}, false
+	}
+	var (
+		d    Delta
+		size int
+	)
+	switch ka, kb := firstByte(a), firstByte(b); {
+	case ka == '{' && kb == '{':
+		var ma, mb map[string]json.RawMessage
+		if json.Unmarshal(a, &ma) != nil || json.Unmarshal(b, &mb) != nil {
+			return Delta{}, false
 		}
+		d, size = diffObject(ma, mb, depth)
+	case ka == '[' && kb == '[':
+		var xa, xb []json.RawMessage
+		if json.Unmarshal(a, &xa) != nil || json.Unmarshal(b, &xb) != nil {
+			return Delta{}, false
+		}
+		d, size = diffArray(xa, xb, depth)
+	default:
+		return Delta{}, false
+	}
+	if size*2 > len(b) {
+		return Delta{}, false
+	}
+	return d, true
+}
+
+func firstByte(b json.RawMessage) byte {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
+}
+
+// diffObject returns the delta from a to b and about how many bytes it
+// encodes to.
+func diffObject(a, b map[string]json.RawMessage, depth int) (Delta, int) {
+	d := Delta{Set: map[string]json.RawMessage{}, Del: []string{}}
+	size := 16
+	for k, v := range b {
+		old, ok := a[k]
+		switch {
+		case ok && bytes.Equal(old, v):
+			continue
+		case ok:
+			if sub, subOK := diffValue(old, v, depth+1); subOK {
+				if d.Sub == nil {
+					d.Sub = map[string]Delta{}
+				}
+				d.Sub[k] = sub
+				size += len(k) + 4 + deltaSize(sub)
+				continue
+			}
+		}
+		d.Set[k] = v
+		size += len(k) + 4 + len(v)
 	}
 	for k := range a {
 		if _, ok := b[k]; !ok {
 			d.Del = append(d.Del, k)
+			size += len(k) + 3
 		}
 	}
 	slices.Sort(d.Del)
-	return json.Marshal(d)
+	return d, size
+}
+
+// diffArray is diffObject for arrays: elements replaced or appended go in
+// Set by index, elements changed in place in Sub, and Len says where b ends.
+func diffArray(a, b []json.RawMessage, depth int) (Delta, int) {
+	n := len(b)
+	d := Delta{Set: map[string]json.RawMessage{}, Del: []string{}, Len: &n}
+	size := 24
+	for i, v := range b {
+		if i < len(a) && bytes.Equal(a[i], v) {
+			continue
+		}
+		k := strconv.Itoa(i)
+		if i < len(a) {
+			if sub, ok := diffValue(a[i], v, depth+1); ok {
+				if d.Sub == nil {
+					d.Sub = map[string]Delta{}
+				}
+				d.Sub[k] = sub
+				size += len(k) + 4 + deltaSize(sub)
+				continue
+			}
+		}
+		d.Set[k] = v
+		size += len(k) + 4 + len(v)
+	}
+	return d, size
+}
+
+// deltaSize estimates the encoded size of a nested delta.
+func deltaSize(d Delta) int {
+	size := 24
+	for k, v := range d.Set {
+		size += len(k) + 4 + len(v)
+	}
+	for _, k := range d.Del {
+		size += len(k) + 3
+	}
+	for k, s := range d.Sub {
+		size += len(k) + 4 + deltaSize(s)
+	}
+	return size
 }
 
 // ApplyDeltas rebuilds a state from a snapshot and the deltas of the events
-// after it, in order.
+// after it, in order. Values a delta does not reach are written back as
+// they were read; the result is the state, not necessarily its spelling.
 func ApplyDeltas(snapshot json.RawMessage, deltas []json.RawMessage) (json.RawMessage, error) {
 	if len(deltas) == 0 {
 		return snapshot, nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(snapshot, &m); err != nil {
-		return nil, fmt.Errorf("rebuild state: snapshot: %w", err)
-	}
-	if m == nil {
-		m = map[string]json.RawMessage{}
-	}
+	root := &jsonNode{raw: snapshot}
 	for i, raw := range deltas {
 		var d Delta
 		if err := json.Unmarshal(raw, &d); err != nil {
 			return nil, fmt.Errorf("rebuild state: delta %d: %w", i+1, err)
 		}
-		for _, k := range d.Del {
-			delete(m, k)
-		}
-		for k, v := range d.Set {
-			m[k] = v
+		if err := root.apply(d, 0); err != nil {
+			return nil, fmt.Errorf("rebuild state: delta %d: %w", i+1, err)
 		}
 	}
-	return json.Marshal(m)
+	return root.encode(nil)
+}
+
+// jsonNode is a value being rebuilt: raw text until a delta reaches into
+// it, then its members (obj) or elements (arr), each a node again.
+type jsonNode struct {
+	raw  json.RawMessage
+	kind byte // 0 (raw), '{' or '['
+	obj  map[string]*jsonNode
+	arr  []*jsonNode
+}
+
+func (n *jsonNode) apply(d Delta, depth int) error {
+	if depth > nestDepth {
+		return fmt.Errorf("change nested deeper than %d", nestDepth)
+	}
+	if d.Len != nil {
+		return n.applyArray(d, depth)
+	}
+	if n.kind != '{' {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(n.raw, &m); err != nil || m == nil {
+			return fmt.Errorf("change of an object applied to %.40s", n.raw)
+		}
+		n.kind, n.raw, n.obj = '{', nil, make(map[string]*jsonNode, len(m))
+		for k, v := range m {
+			n.obj[k] = &jsonNode{raw: v}
+		}
+	}
+	for _, k := range d.Del {
+		delete(n.obj, k)
+	}
+	for k, v := range d.Set {
+		n.obj[k] = &jsonNode{raw: v}
+	}
+	for k, s := range d.Sub {
+		c := n.obj[k]
+		if c == nil {
+			return fmt.Errorf("change of member %q, which is absent", k)
+		}
+		if err := c.apply(s, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *jsonNode) applyArray(d Delta, depth int) error {
+	if n.kind != '[' {
+		var xs []json.RawMessage
+		if err := json.Unmarshal(n.raw, &xs); err != nil || xs == nil {
+			return fmt.Errorf("change of an array applied to %.40s", n.raw)
+		}
+		n.kind, n.raw, n.arr = '[', nil, make([]*jsonNode, len(xs))
+		for i, v := range xs {
+			n.arr[i] = &jsonNode{raw: v}
+		}
+	}
+	l := *d.Len
+	if l < 0 || l > len(n.arr)+len(d.Set) {
+		return fmt.Errorf("array change to length %d from %d with %d elements set", l, len(n.arr), len(d.Set))
+	}
+	if l <= len(n.arr) {
+		n.arr = n.arr[:l]
+	} else {
+		n.arr = append(n.arr, make([]*jsonNode, l-len(n.arr))...)
+	}
+	index := func(k string) (int, error) {
+		i, err := strconv.Atoi(k)
+		if err != nil || i < 0 || i >= l {
+			return 0, fmt.Errorf("array change at index %q of %d", k, l)
+		}
+		return i, nil
+	}
+	for k, v := range d.Set {
+		i, err := index(k)
+		if err != nil {
+			return err
+		}
+		n.arr[i] = &jsonNode{raw: v}
+	}
+	for k, s := range d.Sub {
+		i, err := index(k)
+		if err != nil {
+			return err
+		}
+		if n.arr[i] == nil {
+			return fmt.Errorf("array change inside element %d, which is absent", i)
+		}
+		if err := n.arr[i].apply(s, depth+1); err != nil {
+			return err
+		}
+	}
+	for i, c := range n.arr {
+		if c == nil {
+			return fmt.Errorf("array change leaves element %d unset", i)
+		}
+	}
+	return nil
+}
+
+// encode appends the node's JSON text to dst (object members sorted).
+func (n *jsonNode) encode(dst []byte) ([]byte, error) {
+	switch n.kind {
+	case '{':
+		keys := slices.Sorted(maps.Keys(n.obj))
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			kb, err := json.Marshal(k)
+			if err != nil {
+				return nil, err
+			}
+			dst = append(append(dst, kb...), ':')
+			if dst, err = n.obj[k].encode(dst); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	case '[':
+		dst = append(dst, '[')
+		for i, c := range n.arr {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = c.encode(dst); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, ']'), nil
+	default:
+		return append(dst, bytes.TrimSpace(n.raw)...), nil
+	}
 }
 
 // ChainNext is the hash chain value after ev given the value before it (""

@@ -22,6 +22,29 @@ func testCompactHistory(t *testing.T, s run.Store) {
 	big := strings.Repeat("lorem ipsum ", 700) // ~8 KB that never changes
 	rng := rand.New(rand.NewPCG(7, 11))
 	members := map[string]string{"big": fmt.Sprintf("%q", big), "n": "0", "nested": `{"a":[1,2,{"b":null}]}`}
+	// Large members a step changes in place: an array of records (one
+	// replaced, one edited inside, some appended or dropped) and an object
+	// whose keys differ in length, case and script (jsonb orders keys by
+	// length first).
+	list := make([]string, 24)
+	for j := range list {
+		list[j] = fmt.Sprintf(`{"id":%d,"text":%q}`, j, strings.Repeat("é<&>x", 8))
+	}
+	doc := map[string]string{"b": `"` + strings.Repeat("b", 200) + `"`, "aa": `[1,2,3]`, "Z": `{"deep":[` + strings.Repeat(`"y",`, 60) + `"y"]}`, "é日": `"` + strings.Repeat("k", 300) + `"`}
+	encodeNested := func() {
+		members["list"] = "[" + strings.Join(list, ",") + "]"
+		var b strings.Builder
+		b.WriteString("{")
+		for k, v := range doc {
+			if b.Len() > 1 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "%q:%s", k, v)
+		}
+		b.WriteString("}")
+		members["doc"] = b.String()
+	}
+	encodeNested()
 	encode := func() string {
 		var b strings.Builder
 		b.WriteString("{")
@@ -52,6 +75,18 @@ func testCompactHistory(t *testing.T, s run.Store) {
 		case 3:
 			members["none"] = "null"
 		}
+		list[i%len(list)] = fmt.Sprintf(`{"id":%d,"text":%q,"step":%d}`, i%len(list), strings.Repeat("é<&>x", 8), i)
+		switch i % 9 {
+		case 2:
+			list = append(list, fmt.Sprintf(`{"id":%d}`, len(list)), `"<&>"`)
+		case 5:
+			list = list[:len(list)-1]
+		case 7:
+			doc[fmt.Sprintf("k%d", i%4)] = fmt.Sprint(i)
+		case 8:
+			doc["Z"] = `{"deep":[` + strings.Repeat(`"y",`, 60) + fmt.Sprintf(`%d]}`, i)
+		}
+		encodeNested()
 		req := f.commitReq(r, l, fmt.Sprintf("s%d-é日", i), encode(), "") // multibyte text in the hashed fields
 		if i%3 == 0 {
 			req.Event.Payload = json.RawMessage(fmt.Sprintf(`{"spend":{"tokens":%d,"steps":1,"note":"x","ratio":0.5}}`, i))
@@ -88,12 +123,21 @@ func testCompactHistory(t *testing.T, s run.Store) {
 	if err != nil || last != r.StateRevision || head != r.Chain {
 		t.Fatalf("chain over the log: %v, through %d (run at %d), head %q, run chain %q", err, last, r.StateRevision, head, r.Chain)
 	}
-	var changeBytes int
+	var changeBytes, deltaBytes, deltas int
 	for _, ev := range evs {
 		changeBytes += len(ev.Change)
+		if !ev.Snapshot {
+			deltaBytes += len(ev.Change)
+			deltas++
+		}
 	}
 	if full := len(evs) * len(big); changeBytes*8 > full {
 		t.Fatalf("history keeps %d bytes of changes for %d events of an %d-byte state: not compact", changeBytes, len(evs), len(big))
+	}
+	// A step that edits inside the large list and object stores that edit,
+	// not the members (about 1.3 KB and 1 KB): on average well under 1 KB.
+	if deltaBytes > deltas*1024 {
+		t.Fatalf("%d deltas keep %d bytes: the large members are stored whole rather than changed in place", deltas, deltaBytes)
 	}
 	if got := f.get(r.RunID).Spent; fmt.Sprint(got) != fmt.Sprint(wantSpent) {
 		t.Fatalf("spend totals %v, want %v", got, wantSpent)

@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/mementohq/memento/run"
@@ -97,49 +100,95 @@ func (c *commitCache) put(tenantID, runID string, e *commitEntry) {
 }
 
 // jsonbDelta is run.MakeDelta over members in jsonb order, written as its
-// jsonb text: {"d": [removed names, sorted], "s": {changed members}}. A
-// member counts as changed when its jsonb text differs, as in commitSQL.
+// jsonb text. A member counts as changed when its jsonb text differs, as in
+// commitSQL; unlike commitSQL, a large member changed in place gets its
+// own change (run.DiffMember) rather than its whole new value.
 func jsonbDelta(prev, next []jsonbMember) []byte {
 	old := make(map[string][]byte, len(prev))
 	for _, m := range prev {
 		old[m.key] = m.val
 	}
+	d := run.Delta{Del: []string{}, Set: map[string]json.RawMessage{}}
 	size := 16
-	for _, m := range next {
-		size += len(m.key) + len(m.val) + 6
-	}
-	out := make([]byte, 0, size)
-	out = append(out, `{"d": [`...)
 	seen := make(map[string]bool, len(next))
 	for _, m := range next {
 		seen[m.key] = true
+		v, ok := old[m.key]
+		if ok && bytes.Equal(v, m.val) {
+			continue
+		}
+		if ok {
+			if sub, nested := run.DiffMember(v, m.val); nested {
+				if d.Sub == nil {
+					d.Sub = map[string]run.Delta{}
+				}
+				d.Sub[m.key] = sub
+				continue
+			}
+		}
+		d.Set[m.key] = m.val
+		size += len(m.key) + len(m.val) + 6
 	}
-	var del []string
 	for _, m := range prev {
 		if !seen[m.key] {
-			del = append(del, m.key)
+			d.Del = append(d.Del, m.key)
 		}
 	}
-	slices.Sort(del)
-	for i, k := range del {
+	slices.Sort(d.Del)
+	return appendJSONBDelta(make([]byte, 0, size), d)
+}
+
+// appendJSONBDelta writes d as jsonb_out would: its members ("d", "l", "n",
+// "s": keys of one byte sort by byte) and every object's keys in jsonb
+// order, the raw values as they are (jsonb text already).
+func appendJSONBDelta(out []byte, d run.Delta) []byte {
+	out = append(out, `{"d": [`...)
+	for i, k := range d.Del {
 		if i > 0 {
 			out = append(out, ", "...)
 		}
 		out = appendJSONBString(out, []byte(k))
 	}
-	out = append(out, `], "s": {`...)
-	n := 0
-	for _, m := range next {
-		if v, ok := old[m.key]; ok && bytes.Equal(v, m.val) {
-			continue
+	out = append(out, ']')
+	if d.Len != nil {
+		out = append(out, `, "l": `...)
+		out = strconv.AppendInt(out, int64(*d.Len), 10)
+	}
+	if len(d.Sub) > 0 {
+		out = append(out, `, "n": {`...)
+		for i, k := range jsonbKeys(d.Sub) {
+			if i > 0 {
+				out = append(out, ", "...)
+			}
+			out = appendJSONBString(out, []byte(k))
+			out = append(out, ": "...)
+			out = appendJSONBDelta(out, d.Sub[k])
 		}
-		if n > 0 {
+		out = append(out, '}')
+	}
+	out = append(out, `, "s": {`...)
+	for i, k := range jsonbKeys(d.Set) {
+		if i > 0 {
 			out = append(out, ", "...)
 		}
-		n++
-		out = appendJSONBString(out, []byte(m.key))
+		out = appendJSONBString(out, []byte(k))
 		out = append(out, ": "...)
-		out = append(out, m.val...)
+		out = append(out, d.Set[k]...)
 	}
 	return append(out, "}}"...)
+}
+
+// jsonbKeys returns m's keys in jsonb order: by byte length, then bytes.
+func jsonbKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(a) - len(b)
+		}
+		return strings.Compare(a, b)
+	})
+	return keys
 }

@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,5 +165,67 @@ func TestCommitFastMatchesSQL(t *testing.T) {
 	}
 	if fast.commits.get("t1", "fast", r.StateRevision) != nil {
 		t.Fatal("a completed run stays in the commit cache")
+	}
+}
+
+// A delta that changes large members in place (jsonbDelta through
+// run.DiffMember) must be the very text PostgreSQL returns for it, since
+// the chain hashes that text, and must rebuild the new state.
+func TestJSONBDeltaInPlaceIsJSONBText(t *testing.T) {
+	conn := openOracle(t)
+	ctx := ctxT(t)
+	rec := func(i int, extra string) string {
+		return fmt.Sprintf(`{"id": %d, "text": "é<&>\"\n\u0001 %s", "tags": ["a", "bb"]%s}`, i, strings.Repeat("w", 40), extra)
+	}
+	list := func(n int, edit func(i int) string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = rec(i, "")
+			if edit != nil {
+				if s := edit(i); s != "" {
+					parts[i] = s
+				}
+			}
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	obj := func(z string) string {
+		return `{"b": "` + strings.Repeat("b", 300) + `", "aa": ` + list(6, nil) + `, "Z日": ` + z + `, "ccc": 1}`
+	}
+	pairs := [][2]string{
+		{`{"items": ` + list(20, nil) + `, "n": 1}`, `{"items": ` + list(20, func(i int) string {
+			if i == 7 {
+				return rec(7, `, "done": true`)
+			}
+			return ""
+		}) + `, "n": 2}`},
+		{`{"items": ` + list(20, nil) + `}`, `{"items": ` + list(23, nil) + `}`},                                    // appended
+		{`{"items": ` + list(20, nil) + `}`, `{"items": ` + list(19, nil) + `, "x": null}`},                         // dropped
+		{`{"o": ` + obj(`[1, 2]`) + `}`, `{"o": ` + obj(`{"deep": `+list(4, nil)+`}`) + `}`},                        // nested object
+		{`{"o": ` + obj(`[1, 2]`) + `, "k": 1}`, `{"o": ` + obj(`[1, 3]`) + `, "new": [1]}`},                        // small edit deep down
+		{`{"o": ` + obj(`[1, 2]`) + `}`, `{"o": ` + strings.Replace(obj(`[1, 2]`), `"ccc": 1`, `"dd": 2`, 1) + `}`}, // member renamed
+	}
+	for i, p := range pairs {
+		_, prev, ok1 := jsonbObject([]byte(p[0]))
+		_, next, ok2 := jsonbObject([]byte(p[1]))
+		if !ok1 || !ok2 {
+			t.Fatalf("pair %d: not jsonb-reproducible", i)
+		}
+		delta := jsonbDelta(prev, next)
+		if !bytes.Contains(delta, []byte(`"n": {`)) {
+			t.Fatalf("pair %d: no change in place: %s", i, delta)
+		}
+		var back string
+		if err := conn.QueryRow(ctx, `SELECT $1::jsonb::text`, string(delta)).Scan(&back); err != nil {
+			t.Fatal(err)
+		}
+		if back != string(delta) {
+			t.Fatalf("pair %d: Go wrote\n%s\nPostgreSQL returns\n%s", i, delta, back)
+		}
+		prevText, _ := jsonbText([]byte(p[0]))
+		got, err := run.ApplyDeltas(prevText, []json.RawMessage{delta})
+		if err != nil || !jsonEqual(t, got, json.RawMessage(p[1])) {
+			t.Fatalf("pair %d: rebuilt %s (%v)", i, got, err)
+		}
 	}
 }
