@@ -56,12 +56,30 @@ func MakeDelta(from, to json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(d)
 }
 
-// DiffMember is the in-place change of a member from value a to value b
-// (JSON text each), or ok false when b should replace a whole: they are not
-// both objects or both arrays, too small, or the change is not much
-// smaller than b. Raw values in the delta are slices of b's text.
-func DiffMember(a, b json.RawMessage) (Delta, bool) { return diffValue(a, b, 1) }
+// Put records in d, a delta of top-level members, that member k is now v,
+// and was old if hadOld: as a change in place when that is much smaller
+// than v (large objects or arrays in both), else as v. Raw values in the
+// delta are slices of v's text.
+func (d *Delta) Put(k string, old, v json.RawMessage, hadOld bool) { d.put(k, old, v, hadOld, 0) }
 
+// put is Put at a depth; it returns about how many bytes the entry encodes to.
+func (d *Delta) put(k string, old, v json.RawMessage, hadOld bool, depth int) int {
+	if hadOld {
+		if sub, ok := diffValue(old, v, depth+1); ok {
+			if d.Sub == nil {
+				d.Sub = map[string]Delta{}
+			}
+			d.Sub[k] = sub
+			return len(k) + 4 + deltaSize(sub)
+		}
+	}
+	d.Set[k] = v
+	return len(k) + 4 + len(v)
+}
+
+// diffValue is the change in place from value a to value b at depth, or ok
+// false when b should replace a whole: they are not both objects or both
+// arrays, too small or too deep, or the change is not much smaller than b.
 func diffValue(a, b json.RawMessage, depth int) (Delta, bool) {
 	if depth > nestDepth || len(a) < nestMinBytes || len(b) < nestMinBytes {
 		return Delta{}, false
@@ -107,21 +125,10 @@ func diffObject(a, b map[string]json.RawMessage, depth int) (Delta, int) {
 	size := 16
 	for k, v := range b {
 		old, ok := a[k]
-		switch {
-		case ok && bytes.Equal(old, v):
+		if ok && bytes.Equal(old, v) {
 			continue
-		case ok:
-			if sub, subOK := diffValue(old, v, depth+1); subOK {
-				if d.Sub == nil {
-					d.Sub = map[string]Delta{}
-				}
-				d.Sub[k] = sub
-				size += len(k) + 4 + deltaSize(sub)
-				continue
-			}
 		}
-		d.Set[k] = v
-		size += len(k) + 4 + len(v)
+		size += d.put(k, old, v, ok, depth)
 	}
 	for k := range a {
 		if _, ok := b[k]; !ok {
@@ -140,22 +147,12 @@ func diffArray(a, b []json.RawMessage, depth int) (Delta, int) {
 	d := Delta{Set: map[string]json.RawMessage{}, Del: []string{}, Len: &n}
 	size := 24
 	for i, v := range b {
-		if i < len(a) && bytes.Equal(a[i], v) {
-			continue
+		switch {
+		case i >= len(a):
+			size += d.put(strconv.Itoa(i), nil, v, false, depth)
+		case !bytes.Equal(a[i], v):
+			size += d.put(strconv.Itoa(i), a[i], v, true, depth)
 		}
-		k := strconv.Itoa(i)
-		if i < len(a) {
-			if sub, ok := diffValue(a[i], v, depth+1); ok {
-				if d.Sub == nil {
-					d.Sub = map[string]Delta{}
-				}
-				d.Sub[k] = sub
-				size += len(k) + 4 + deltaSize(sub)
-				continue
-			}
-		}
-		d.Set[k] = v
-		size += len(k) + 4 + len(v)
 	}
 	return d, size
 }

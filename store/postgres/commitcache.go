@@ -102,7 +102,7 @@ func (c *commitCache) put(tenantID, runID string, e *commitEntry) {
 // jsonbDelta is run.MakeDelta over members in jsonb order, written as its
 // jsonb text. A member counts as changed when its jsonb text differs, as in
 // commitSQL; unlike commitSQL, a large member changed in place gets its
-// own change (run.DiffMember) rather than its whole new value.
+// own change (run.Delta.Put) rather than its whole new value.
 func jsonbDelta(prev, next []jsonbMember) []byte {
 	old := make(map[string][]byte, len(prev))
 	for _, m := range prev {
@@ -117,16 +117,7 @@ func jsonbDelta(prev, next []jsonbMember) []byte {
 		if ok && bytes.Equal(v, m.val) {
 			continue
 		}
-		if ok {
-			if sub, nested := run.DiffMember(v, m.val); nested {
-				if d.Sub == nil {
-					d.Sub = map[string]run.Delta{}
-				}
-				d.Sub[m.key] = sub
-				continue
-			}
-		}
-		d.Set[m.key] = m.val
+		d.Put(m.key, v, m.val, ok)
 		size += len(m.key) + len(m.val) + 6
 	}
 	for _, m := range prev {
