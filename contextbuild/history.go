@@ -365,9 +365,13 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 				dates[d] = true
 			}
 		}
+		qterms := map[string]bool{}
+		for _, t := range search.Analyze(query) {
+			qterms[t] = true
+		}
 		for _, i := range ranked {
 			take(i)
-			if strings.Contains(h.items[i].text, "?") {
+			if asksAbout(h.items[i].text, qterms) {
 				for k := 1; k <= neighbours; k++ {
 					take(i + k)
 				}
@@ -604,4 +608,24 @@ func (h *history) namedSpeakers(terms []string) map[string]bool {
 		return nil
 	}
 	return named
+}
+
+// asksAbout tells whether text asks a question (a sentence ending in "?")
+// that shares a term with the query: then the next turn likely answers
+// what the query asks. A question about something else (the "and you?"
+// that closes many chat turns) brings nothing worth its tokens.
+func asksAbout(text string, qterms map[string]bool) bool {
+	for {
+		q := strings.IndexByte(text, '?')
+		if q < 0 {
+			return false
+		}
+		start := strings.LastIndexAny(text[:q], ".!?\n") + 1
+		for _, t := range search.Analyze(text[start:q]) {
+			if qterms[t] {
+				return true
+			}
+		}
+		text = text[q+1:]
+	}
 }
