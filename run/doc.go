@@ -33,7 +33,9 @@
 // revision) when the store has not just written the run itself. When it
 // has, it computes the delta, in-place changes included, and the chain in
 // Go, guarded by the chain head it computed them against
-// (store/postgres/commitcache.go); a delta from SQL is only less compact.
+// (store/postgres/commitcache.go); a state of 8 KB or more whose run it
+// has not (another instance wrote it last) is read first, one more round
+// trip, so that it goes that way too. A delta from SQL is only less compact.
 // Array edits are found by position: an element inserted near the front
 // shifts the rest, so the array is stored whole.
 //

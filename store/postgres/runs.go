@@ -663,7 +663,11 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		stateText, members, canonical = jsonbObject(state)
 	}
 	if canonical {
-		if e := db.commits.get(tenantID, runID, c.ExpectedRevision); e != nil {
+		e := db.commits.get(tenantID, runID, c.ExpectedRevision)
+		if e == nil && !snapshot && len(state) >= warmMinState {
+			e = db.warm(ctx, tenantID, runID, c.ExpectedRevision)
+		}
+		if e != nil {
 			r, ev, err, done := db.commitFast(ctx, tenantID, runID, c, from, payload, state, stateText, members, snapshot, e)
 			if done {
 				return r, ev, err
@@ -680,6 +684,38 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		}
 	}
 	return r, ev, err
+}
+
+// warmMinState is the state size from which a commit whose run is not in
+// the commit cache (another instance wrote it last, or this one restarted)
+// reads the run first: one more round trip, so that its delta is computed
+// in Go and changes large members in place. The SQL path's delta replaces
+// every changed top-level member whole, which for a large array edited at
+// each step stores about a full copy per event.
+const warmMinState = 8 << 10
+
+// warm reads the run into the commit cache if it is at revision rev, and
+// returns its entry (nil if it is not, or on any error: the SQL path then
+// commits and names the failed check).
+func (db *DB) warm(ctx context.Context, tenantID, runID string, rev int64) *commitEntry {
+	var (
+		e            commitEntry
+		state, spent []byte
+	)
+	err := db.pool.QueryRow(ctx, `
+		SELECT state_revision, chain_head, status, state_schema_version, spent, state::text
+		FROM runs WHERE tenant_id = $1 AND run_id = $2`, tenantID, runID,
+	).Scan(&e.rev, &e.chain, &e.status, &e.version, &spent, &state)
+	if err != nil || e.rev != rev || len(state) > commitCacheMaxState || decodeSpent(spent, &e.spent) != nil {
+		return nil
+	}
+	_, members, ok := jsonbObject(state)
+	if !ok {
+		return nil
+	}
+	e.members = members
+	db.commits.put(tenantID, runID, &e)
+	return db.commits.get(tenantID, runID, rev)
 }
 
 // commitFast is the commit with its delta and chain computed from the
