@@ -146,27 +146,27 @@ func appendJSONBDelta(out []byte, d run.Delta) []byte {
 		out = strconv.AppendInt(out, int64(*d.Len), 10)
 	}
 	if len(d.Sub) > 0 {
-		out = append(out, `, "n": {`...)
-		for i, k := range jsonbKeys(d.Sub) {
-			if i > 0 {
-				out = append(out, ", "...)
-			}
-			out = appendJSONBString(out, []byte(k))
-			out = append(out, ": "...)
-			out = appendJSONBDelta(out, d.Sub[k])
-		}
-		out = append(out, '}')
+		out = append(out, `, "n": `...)
+		out = appendJSONBMembers(out, d.Sub, appendJSONBDelta)
 	}
-	out = append(out, `, "s": {`...)
-	for i, k := range jsonbKeys(d.Set) {
+	out = append(out, `, "s": `...)
+	out = appendJSONBMembers(out, d.Set, func(out []byte, v json.RawMessage) []byte { return append(out, v...) })
+	return append(out, '}')
+}
+
+// appendJSONBMembers writes m as a jsonb object, its keys in jsonb order
+// and each value by val.
+func appendJSONBMembers[V any](out []byte, m map[string]V, val func([]byte, V) []byte) []byte {
+	out = append(out, '{')
+	for i, k := range jsonbKeys(m) {
 		if i > 0 {
 			out = append(out, ", "...)
 		}
 		out = appendJSONBString(out, []byte(k))
 		out = append(out, ": "...)
-		out = append(out, d.Set[k]...)
+		out = val(out, m[k])
 	}
-	return append(out, "}}"...)
+	return append(out, '}')
 }
 
 // jsonbKeys returns m's keys in jsonb order: by byte length, then bytes.
