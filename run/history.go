@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // SnapshotEvery is K of the compact history (doc.go): an event whose seq is
@@ -45,11 +48,12 @@ const (
 // JSON objects). Values whose encodings differ count as changed, so the
 // delta is exact even if it is not minimal.
 func MakeDelta(from, to json.RawMessage) (json.RawMessage, error) {
-	var a, b map[string]json.RawMessage
-	if err := json.Unmarshal(from, &a); err != nil {
+	a, err := objectMembers(from)
+	if err != nil {
 		return nil, fmt.Errorf("delta: previous state: %w", err)
 	}
-	if err := json.Unmarshal(to, &b); err != nil {
+	b, err := objectMembers(to)
+	if err != nil {
 		return nil, fmt.Errorf("delta: new state: %w", err)
 	}
 	d, _ := diffObject(a, b, 0)
@@ -90,17 +94,19 @@ func diffValue(a, b json.RawMessage, depth int) (Delta, bool) {
 	)
 	switch ka, kb := firstByte(a), firstByte(b); {
 	case ka == '{' && kb == '{':
-		var ma, mb map[string]json.RawMessage
-		if json.Unmarshal(a, &ma) != nil || json.Unmarshal(b, &mb) != nil {
+		ma, err1 := objectMembers(a)
+		mb, err2 := objectMembers(b)
+		if err1 != nil || err2 != nil {
 			return Delta{}, false
 		}
 		d, size = diffObject(ma, mb, depth)
 	case ka == '[' && kb == '[':
-		var xa, xb []json.RawMessage
-		if json.Unmarshal(a, &xa) != nil || json.Unmarshal(b, &xb) != nil {
+		sa, ok1 := arraySpans(a)
+		sb, ok2 := arraySpans(b)
+		if !ok1 || !ok2 {
 			return Delta{}, false
 		}
-		d, size = diffArray(xa, xb, depth)
+		d, size = diffArray(a, b, sa, sb, depth)
 	default:
 		return Delta{}, false
 	}
@@ -140,18 +146,20 @@ func diffObject(a, b map[string]json.RawMessage, depth int) (Delta, int) {
 	return d, size
 }
 
-// diffArray is diffObject for arrays: elements replaced or appended go in
-// Set by index, elements changed in place in Sub, and Len says where b ends.
-func diffArray(a, b []json.RawMessage, depth int) (Delta, int) {
-	n := len(b)
+// diffArray is diffObject for arrays a and b, split at sa and sb: elements
+// replaced or appended go in Set by index, elements changed in place in
+// Sub, and Len says where b ends.
+func diffArray(a, b json.RawMessage, sa, sb []span, depth int) (Delta, int) {
+	n := len(sb)
 	d := Delta{Set: map[string]json.RawMessage{}, Del: []string{}, Len: &n}
 	size := 24
-	for i, v := range b {
+	for i, e := range sb {
+		v := b[e.from:e.to]
 		switch {
-		case i >= len(a):
+		case i >= len(sa):
 			size += d.put(strconv.Itoa(i), nil, v, false, depth)
-		case !bytes.Equal(a[i], v):
-			size += d.put(strconv.Itoa(i), a[i], v, true, depth)
+		case !bytes.Equal(a[sa[i].from:sa[i].to], v):
+			size += d.put(strconv.Itoa(i), a[sa[i].from:sa[i].to], v, true, depth)
 		}
 	}
 	return d, size
@@ -192,13 +200,99 @@ func ApplyDeltas(snapshot json.RawMessage, deltas []json.RawMessage) (json.RawMe
 	return root.encode(nil)
 }
 
+// span is where one element lies in its array's text. Spans hold no
+// pointers: an array of a state may have hundreds of thousands of
+// elements, and slices of them would cost the collector more than the split.
+type span struct{ from, to int32 }
+
+// arraySpans splits a JSON array into its elements, or ok false if b is
+// not one. One pass, decoding no element.
+func arraySpans(b json.RawMessage) ([]span, bool) {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '[' {
+		return nil, false
+	}
+	if len(b) > math.MaxInt32 {
+		return nil, false
+	}
+	var out []span
+	for dec.PeekKind() != ']' {
+		start := int(dec.InputOffset())
+		if err := dec.SkipValue(); err != nil {
+			return nil, false
+		}
+		end := int(dec.InputOffset())
+		start = end - len(trimValue(b[start:end]))
+		if len(out) == cap(out) {
+			out = slices.Grow(out, max(len(out), 64)) // doubling: a long array is copied less
+		}
+		out = append(out, span{int32(start), int32(end)})
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// objectMembers splits a JSON object into its members' names and texts
+// (slices of b); of duplicate names the last counts, as in encoding/json
+// and jsonb.
+func objectMembers(b json.RawMessage) (map[string]json.RawMessage, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	if tok.Kind() != '{' {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	out := map[string]json.RawMessage{}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		name := tok.String() // the token is void after the next call
+		start := dec.InputOffset()
+		if err := dec.SkipValue(); err != nil {
+			return nil, err
+		}
+		out[name] = trimValue(b[start:dec.InputOffset()])
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// trimValue drops what precedes a value in the text after the token before
+// it: whitespace and the separator.
+func trimValue(b []byte) json.RawMessage {
+	i := 0
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n', ',', ':':
+			i++
+			continue
+		}
+		break
+	}
+	return b[i:]
+}
+
 // jsonNode is a value being rebuilt: raw text until a delta reaches into
 // it, then its members (obj) or elements (arr), each a node again.
 type jsonNode struct {
 	raw  json.RawMessage
 	kind byte // 0 (raw), '{' or '['
 	obj  map[string]*jsonNode
-	arr  []*jsonNode
+	// An array is its text split (spans), of which the first base elements
+	// still stand, plus the elements a delta replaced or changed (over),
+	// up to length n. Only what a delta reaches is a node of its own.
+	spans []span
+	base  int
+	over  map[int]*jsonNode
+	n     int
 }
 
 func (n *jsonNode) apply(d Delta, depth int) error {
@@ -209,8 +303,8 @@ func (n *jsonNode) apply(d Delta, depth int) error {
 		return n.applyArray(d, depth)
 	}
 	if n.kind != '{' {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(n.raw, &m); err != nil || m == nil {
+		m, err := objectMembers(n.raw)
+		if err != nil {
 			return fmt.Errorf("change of an object applied to %.40s", n.raw)
 		}
 		n.kind, n.raw, n.obj = '{', nil, make(map[string]*jsonNode, len(m))
@@ -238,24 +332,25 @@ func (n *jsonNode) apply(d Delta, depth int) error {
 
 func (n *jsonNode) applyArray(d Delta, depth int) error {
 	if n.kind != '[' {
-		var xs []json.RawMessage
-		if err := json.Unmarshal(n.raw, &xs); err != nil || xs == nil {
+		spans, ok := arraySpans(n.raw)
+		if !ok {
 			return fmt.Errorf("change of an array applied to %.40s", n.raw)
 		}
-		n.kind, n.raw, n.arr = '[', nil, make([]*jsonNode, len(xs))
-		for i, v := range xs {
-			n.arr[i] = &jsonNode{raw: v}
-		}
+		n.kind, n.spans, n.base, n.n, n.over = '[', spans, len(spans), len(spans), map[int]*jsonNode{}
 	}
 	l := *d.Len
-	if l < 0 || l > len(n.arr)+len(d.Set) {
-		return fmt.Errorf("array change to length %d from %d with %d elements set", l, len(n.arr), len(d.Set))
+	if l < 0 || l > n.n+len(d.Set) {
+		return fmt.Errorf("array change to length %d from %d with %d elements set", l, n.n, len(d.Set))
 	}
-	if l <= len(n.arr) {
-		n.arr = n.arr[:l]
-	} else {
-		n.arr = append(n.arr, make([]*jsonNode, l-len(n.arr))...)
+	if l < n.n {
+		for i := range n.over {
+			if i >= l {
+				delete(n.over, i)
+			}
+		}
+		n.base = min(n.base, l)
 	}
+	n.n = l
 	index := func(k string) (int, error) {
 		i, err := strconv.Atoi(k)
 		if err != nil || i < 0 || i >= l {
@@ -268,22 +363,28 @@ func (n *jsonNode) applyArray(d Delta, depth int) error {
 		if err != nil {
 			return err
 		}
-		n.arr[i] = &jsonNode{raw: v}
+		n.over[i] = &jsonNode{raw: v}
 	}
 	for k, s := range d.Sub {
 		i, err := index(k)
 		if err != nil {
 			return err
 		}
-		if n.arr[i] == nil {
+		c := n.over[i]
+		switch {
+		case c != nil:
+		case i < n.base:
+			c = &jsonNode{raw: n.raw[n.spans[i].from:n.spans[i].to]}
+			n.over[i] = c
+		default:
 			return fmt.Errorf("array change inside element %d, which is absent", i)
 		}
-		if err := n.arr[i].apply(s, depth+1); err != nil {
+		if err := c.apply(s, depth+1); err != nil {
 			return err
 		}
 	}
-	for i, c := range n.arr {
-		if c == nil {
+	for i := n.base; i < l; i++ {
+		if n.over[i] == nil {
 			return fmt.Errorf("array change leaves element %d unset", i)
 		}
 	}
@@ -312,9 +413,14 @@ func (n *jsonNode) encode(dst []byte) ([]byte, error) {
 		return append(dst, '}'), nil
 	case '[':
 		dst = append(dst, '[')
-		for i, c := range n.arr {
+		for i := 0; i < n.n; i++ {
 			if i > 0 {
 				dst = append(dst, ',')
+			}
+			c := n.over[i]
+			if c == nil {
+				dst = append(dst, n.raw[n.spans[i].from:n.spans[i].to]...)
+				continue
 			}
 			var err error
 			if dst, err = c.encode(dst); err != nil {

@@ -183,3 +183,33 @@ func FuzzDelta(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkMakeDelta: one element of a large array changes. "records" is
+// 100 elements of 1 KB (the shape bench scale measures), "numbers" 250,000
+// one-digit elements, where splitting the array is most of the work.
+func BenchmarkMakeDelta(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		n    int
+		elem func(i int) string
+	}{
+		{"records", 100, func(int) string { return `"` + strings.Repeat("abcdefgh", 128) + `"` }},
+		{"numbers", 250000, func(i int) string { return fmt.Sprint(i % 10) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			xs := make([]string, c.n)
+			for i := range xs {
+				xs[i] = c.elem(i)
+			}
+			from := json.RawMessage(`{"step":1,"items":[` + strings.Join(xs, ",") + `]}`)
+			xs[c.n/2] = `"changed"`
+			to := json.RawMessage(`{"step":2,"items":[` + strings.Join(xs, ",") + `]}`)
+			b.SetBytes(int64(len(to)))
+			for b.Loop() {
+				if d, err := MakeDelta(from, to); err != nil || len(d) > 200 {
+					b.Fatalf("delta of %d bytes (%v)", len(d), err)
+				}
+			}
+		})
+	}
+}
