@@ -345,7 +345,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 	if query != "" && start > 0 {
 		header := "Earlier history relevant to the question (oldest first):"
 		left := budget - used - (tokens.TokensPerMessage + a.counter.Count(string(llm.RoleSystem)) + a.counter.Count(header+"\n"))
-		ranked, err := b.rankOlder(ctx, h, query, start)
+		ranked, terms, err := b.rankOlder(ctx, h, query, start)
 		if err != nil {
 			return err
 		}
@@ -365,8 +365,8 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 				dates[d] = true
 			}
 		}
-		qterms := map[string]bool{}
-		for _, t := range search.Analyze(query) {
+		qterms := make(map[string]bool, len(terms))
+		for _, t := range terms {
 			qterms[t] = true
 		}
 		for _, i := range ranked {
@@ -439,7 +439,8 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 
 // rankOlder orders items[:end] by relevance to query: full text, fused with
 // vectors when an embedder is set. Items that match nothing are not ranked.
-func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end int) ([]int, error) {
+// It also returns the query's analysed terms.
+func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end int) ([]int, []string, error) {
 	limit := h.items[end-1].seq
 	keep := func(id string) bool {
 		n, _ := strconv.ParseInt(id, 10, 64)
@@ -461,11 +462,11 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 	}
 	if b.src.Embedder != nil {
 		if err := h.embed(ctx, b.src.Embedder); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		qv, err := b.src.Embedder.Embed(ctx, []string{query})
 		if err != nil || len(qv) != 1 {
-			return nil, fmt.Errorf("embed query: %w", err)
+			return nil, nil, fmt.Errorf("embed query: %w", err)
 		}
 		vs := h.vectors.Search(qv[0], relevantCandidates, func(id string, _ search.Meta) bool { return keep(id) })
 		for i, v := range vs {
@@ -501,7 +502,7 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 			out = append(out, i)
 		}
 	}
-	return out, nil
+	return out, terms, nil
 }
 
 func (h *history) embed(ctx context.Context, e llm.Embedder) error {

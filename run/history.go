@@ -69,24 +69,25 @@ func (d *Delta) Put(k string, old, v json.RawMessage, hadOld bool) { d.put(k, ol
 // put is Put at a depth; it returns about how many bytes the entry encodes to.
 func (d *Delta) put(k string, old, v json.RawMessage, hadOld bool, depth int) int {
 	if hadOld {
-		if sub, ok := diffValue(old, v, depth+1); ok {
+		if sub, size, ok := diffValue(old, v, depth+1); ok {
 			if d.Sub == nil {
 				d.Sub = map[string]Delta{}
 			}
 			d.Sub[k] = sub
-			return len(k) + 4 + deltaSize(sub)
+			return len(k) + 4 + size
 		}
 	}
 	d.Set[k] = v
 	return len(k) + 4 + len(v)
 }
 
-// diffValue is the change in place from value a to value b at depth, or ok
-// false when b should replace a whole: they are not both objects or both
-// arrays, too small or too deep, or the change is not much smaller than b.
-func diffValue(a, b json.RawMessage, depth int) (Delta, bool) {
+// diffValue is the change in place from value a to value b at depth, with
+// about how many bytes it encodes to, or ok false when b should replace a
+// whole: they are not both objects or both arrays, too small or too deep,
+// or the change is not much smaller than b.
+func diffValue(a, b json.RawMessage, depth int) (Delta, int, bool) {
 	if depth > nestDepth || len(a) < nestMinBytes || len(b) < nestMinBytes {
-		return Delta{}, false
+		return Delta{}, 0, false
 	}
 	var (
 		d    Delta
@@ -97,23 +98,23 @@ func diffValue(a, b json.RawMessage, depth int) (Delta, bool) {
 		ma, err1 := objectMembers(a)
 		mb, err2 := objectMembers(b)
 		if err1 != nil || err2 != nil {
-			return Delta{}, false
+			return Delta{}, 0, false
 		}
 		d, size = diffObject(ma, mb, depth)
 	case ka == '[' && kb == '[':
 		sa, ok1 := arraySpans(a)
 		sb, ok2 := arraySpans(b)
 		if !ok1 || !ok2 {
-			return Delta{}, false
+			return Delta{}, 0, false
 		}
 		d, size = diffArray(a, b, sa, sb, depth)
 	default:
-		return Delta{}, false
+		return Delta{}, 0, false
 	}
 	if size*2 > len(b) {
-		return Delta{}, false
+		return Delta{}, 0, false
 	}
-	return d, true
+	return d, size, true
 }
 
 func firstByte(b json.RawMessage) byte {
@@ -163,21 +164,6 @@ func diffArray(a, b json.RawMessage, sa, sb []span, depth int) (Delta, int) {
 		}
 	}
 	return d, size
-}
-
-// deltaSize estimates the encoded size of a nested delta.
-func deltaSize(d Delta) int {
-	size := 24
-	for k, v := range d.Set {
-		size += len(k) + 4 + len(v)
-	}
-	for _, k := range d.Del {
-		size += len(k) + 3
-	}
-	for k, s := range d.Sub {
-		size += len(k) + 4 + deltaSize(s)
-	}
-	return size
 }
 
 // ApplyDeltas rebuilds a state from a snapshot and the deltas of the events

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mementohq/memento/internal/testenv"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 )
@@ -147,22 +148,8 @@ func testToolopRetention(t *testing.T, st toolop.Store) {
 	}
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Now().UTC().Truncate(time.Microsecond)} }
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock is a test clock at now, to the microsecond the stores keep.
+func newClock() *testenv.Clock { return testenv.NewClock(time.Now().UTC().Truncate(time.Microsecond)) }
 
 func tenant() string { return "t-" + uuid.NewString()[:8] }
 

@@ -323,27 +323,31 @@ func measureCommits(ctx context.Context, sizes []*scaleSize, d time.Duration, ro
 // system makes them: a due poll in between (a thousand runs returned at
 // 1M) would leave its garbage and its pages to the next.
 func (sz *scaleSize) measureRound(ctx context.Context, cfg ScaleConfig, cutoff time.Time) error {
-	var polls, duePolls []float64
-	for i := 0; i < cfg.Polls; i++ {
-		t := time.Now()
-		got, err := pollAll(ctx, sz.db.store, scaleTenant, sz.ops.Now())
-		if err != nil {
-			return fmt.Errorf("poll: %w", err)
+	// polls returns the median of cfg.Polls polls of tenant (ms) and the
+	// runs the last one returned.
+	polls := func(tenant string) (float64, int, error) {
+		var ms []float64
+		got := 0
+		for i := 0; i < cfg.Polls; i++ {
+			t := time.Now()
+			var err error
+			if got, err = pollAll(ctx, sz.db.store, tenant, sz.ops.Now()); err != nil {
+				return 0, 0, fmt.Errorf("poll: %w", err)
+			}
+			ms = append(ms, float64(time.Since(t).Microseconds())/1000)
 		}
-		polls = append(polls, float64(time.Since(t).Microseconds())/1000)
-		sz.row.PollReturned = got
+		return Median(ms), got, nil
 	}
-	for i := 0; i < cfg.Polls; i++ {
-		t := time.Now()
-		got, err := pollAll(ctx, sz.db.store, scaleDueTenant, sz.ops.Now())
-		if err != nil {
-			return fmt.Errorf("poll: %w", err)
-		}
-		duePolls = append(duePolls, float64(time.Since(t).Microseconds())/1000)
-		sz.row.DuePollReturned = got
+	healthy, got, err := polls(scaleTenant)
+	if err != nil {
+		return err
 	}
-	sz.polls = append(sz.polls, Median(polls))
-	sz.duePolls = append(sz.duePolls, Median(duePolls))
+	sz.polls, sz.row.PollReturned = append(sz.polls, healthy), got
+	due, got, err := polls(scaleDueTenant)
+	if err != nil {
+		return err
+	}
+	sz.duePolls, sz.row.DuePollReturned = append(sz.duePolls, due), got
 	ms, err := sz.resumer.resume(ctx)
 	if err != nil {
 		return err
