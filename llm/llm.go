@@ -41,29 +41,32 @@ const (
 
 // Message is one chat message. An assistant message may carry ToolCalls; a
 // tool message answers one of them and names it in ToolCallID.
+//
+// Its JSON is the chat protocol's names (role, content, name, tool_calls,
+// tool_call_id), as the HTTP API and MCP tools return a built context.
 type Message struct {
-	Role       Role
-	Content    string
-	Name       string
-	ToolCalls  []ToolCall
-	ToolCallID string
+	Role       Role       `json:"role"`
+	Content    string     `json:"content"`
+	Name       string     `json:"name,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
 // ToolCall is a function call the model asked for. Arguments is the JSON
 // text the model produced; it is not guaranteed to be valid JSON.
 type ToolCall struct {
-	ID        string
-	Name      string
-	Arguments string
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // Tool is a function the model may call. Parameters is a JSON Schema of the
 // arguments object.
 type Tool struct {
-	Name        string
-	Description string
-	Parameters  json.RawMessage
-	Strict      bool
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      bool            `json:"strict,omitempty"`
 }
 
 // ResponseFormat asks for a JSON answer. With a Schema it is OpenAI's

@@ -357,6 +357,13 @@ func TestContextAndDocuments(t *testing.T) {
 		ok(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "user", "content": "Can I return the gift?"}}}), "append")
 		c := ok(t, call(t, cs, "context_build", map[string]any{"query": "return the gift", "session_id": "s1", "budget_tokens": 2000, "system": "You help with gifts."}), "context")
 		msgs, _ := json.Marshal(c["messages"])
+		// The chat protocol's names, as POST /v1/context answers.
+		for _, m := range c["messages"].([]any) {
+			mm := m.(map[string]any)
+			if _, ok := mm["role"].(string); !ok || mm["Role"] != nil || mm["content"] == nil {
+				t.Fatalf("context message %v: want role and content members", mm)
+			}
+		}
 		for _, want := range []string{"You help with gifts.", "filter", "Can I return the gift?", "thirty days"} {
 			if !strings.Contains(string(msgs), want) {
 				t.Errorf("context lacks %q: %s", want, msgs)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -175,10 +176,56 @@ func writeCanonical(b *bytes.Buffer, v any) {
 	case string:
 		s, _ := json.Marshal(strings.Join(strings.Fields(strings.ToLower(x)), " "))
 		b.Write(s)
+	case json.Number:
+		b.WriteString(canonicalNumber(string(x)))
 	default:
 		s, _ := json.Marshal(x)
 		b.Write(s)
 	}
+}
+
+// canonicalNumber writes a JSON number so that every spelling of one value
+// is the same text: 1, 1.0, 1e0 and 10e-1 are "1"; 100, 1e2 and 100.00 are
+// "100"; -0 is "0". It works on the decimal digits (exact, unlike a float64,
+// and with no big arithmetic for an exponent of a million). The common
+// spellings (integers, plain decimals) stay as they are; a value whose
+// plain form would pass 40 digits is written as digits "e" exponent.
+func canonicalNumber(n string) string {
+	written := n
+	neg := strings.HasPrefix(n, "-")
+	n = strings.TrimPrefix(n, "-")
+	mant, exp := n, 0
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		e, err := strconv.Atoi(n[i+1:])
+		if err != nil || e > 1e9 || e < -1e9 {
+			return written // an exponent no stored value needs: left as written
+		}
+		mant, exp = n[:i], e
+	}
+	digits := mant
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		digits = mant[:i] + mant[i+1:]
+		exp -= len(mant) - i - 1
+	}
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		return "0"
+	}
+	z := len(digits) - len(strings.TrimRight(digits, "0"))
+	digits, exp = digits[:len(digits)-z], exp+z
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	switch {
+	case exp >= 0 && len(digits)+exp <= 40:
+		return sign + digits + strings.Repeat("0", exp)
+	case exp < 0 && -exp < len(digits):
+		return sign + digits[:len(digits)+exp] + "." + digits[len(digits)+exp:]
+	case exp < 0 && -exp-len(digits) < 40:
+		return sign + "0." + strings.Repeat("0", -exp-len(digits)) + digits
+	}
+	return sign + digits + "e" + strconv.Itoa(exp)
 }
 
 // RenderText is the searchable text of a claim with no text of its own: the

@@ -468,3 +468,39 @@ func TestBadInputChangesNothing(t *testing.T) {
 		t.Fatalf("bad input moved the subject version to %d", v)
 	}
 }
+
+// TestNumberSpellingsAreOneValue: 1, 1.0 and 1e0 are one value, so a
+// re-spelled number merges with its claim and cannot get past the
+// tombstone of a forgotten one.
+func TestNumberSpellingsAreOneValue(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	num := func(v string) memory.AddInput {
+		return memory.AddInput{SubjectID: "u1", Key: "budget", Value: json.RawMessage(v), Provenance: prov()}
+	}
+	first := add(t, s, "t1", num(`{"eur":100,"share":0.5}`))
+	for _, v := range []string{`{"eur":100.0,"share":0.50}`, `{"share":5e-1,"eur":1e2}`, `{"eur":1.00E+2,"share":50E-2}`} {
+		r, err := s.Add(ctx, "t1", num(v))
+		if err != nil || r.Outcome != memory.OutcomeMerged || r.Claim.MemoryID != first.Claim.MemoryID {
+			t.Fatalf("%s: outcome %q claim %s, %v; want a merge into %s", v, r.Outcome, r.Claim.MemoryID, err, first.Claim.MemoryID)
+		}
+	}
+	if r, err := s.Add(ctx, "t1", num(`{"eur":101,"share":0.5}`)); err != nil || r.Outcome != memory.OutcomeSuperseded {
+		t.Fatalf("another amount: %q, %v; want superseded", r.Outcome, err)
+	}
+	if _, err := s.Forget(ctx, "t1", "u1", "", "asked"); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{`{"eur":101,"share":0.5}`, `{"eur":101.0,"share":0.5}`, `{"eur":1.01e2,"share":5e-1}`, `{"eur":101,"share":-0.0e0}`} {
+		_, err := s.Add(ctx, "t1", num(v))
+		if v == `{"eur":101,"share":-0.0e0}` {
+			if err != nil {
+				t.Fatalf("%s is another value (share 0): %v", v, err)
+			}
+			continue
+		}
+		if !errors.Is(err, memory.ErrTombstoned) {
+			t.Fatalf("%s after forget: %v, want ErrTombstoned", v, err)
+		}
+	}
+}

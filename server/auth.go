@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/mementohq/memento/problem"
@@ -223,4 +224,43 @@ func CheckListenAddr(addr string, keysConfigured bool) error {
 		return fmt.Errorf("refusing to listen on %q without API keys: with no keys configured the server only listens on a loopback address (127.0.0.1, [::1], localhost); set MEMENTO_API_KEYS=\"key=tenant[:role],...\" or --api-keys to listen elsewhere", addr)
 	}
 	return nil
+}
+
+// checkLocalRequest guards a keyless server, which listens on loopback only,
+// against web pages: a page the developer opens may rebind its own name to
+// 127.0.0.1 (DNS rebinding) and would then be the default tenant, so the
+// Host must name a loopback address, and a browser's Origin, when sent,
+// must be a loopback origin too. A client on the machine sends both right.
+// Only a request that came in on a loopback socket is checked (the only
+// kind a keyless server accepts; one handed to ServeHTTP directly, as in
+// tests, has none).
+func checkLocalRequest(r *http.Request) error {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || la == nil || !isLoopbackHost(la.String()) {
+		return nil
+	}
+	if !isLoopbackHost(r.Host) {
+		return newError(problem.Forbidden, fmt.Sprintf("the Host %q is not a loopback address: a server without API keys only serves requests addressed to localhost, 127.0.0.1 or [::1]", r.Host))
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !isLoopbackHost(u.Host) {
+			return newError(problem.Forbidden, fmt.Sprintf("the Origin %q is not a loopback origin: a server without API keys does not serve web pages of other sites", o))
+		}
+	}
+	return nil
+}
+
+// isLoopbackHost tells whether host (a Host header: name or address, with
+// an optional port) names the local machine.
+func isLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

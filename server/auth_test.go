@@ -169,3 +169,78 @@ func TestLoopbackRefusal(t *testing.T) {
 		t.Fatalf("Serve on a wildcard listener without keys: %v", err)
 	}
 }
+
+// TestKeylessServerRefusesForeignHost: without keys, a request addressed to
+// another name (a web page that rebound its DNS name to 127.0.0.1) or sent
+// from another site's page is refused, and changes nothing; with keys the
+// Host is the reverse proxy's business.
+func TestKeylessServerRefusesForeignHost(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	send := func(method, path, host, origin, body string) rawResponse {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(method, e.http.URL+path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := e.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return rawResponse{status: resp.StatusCode, header: resp.Header, body: raw}
+	}
+	create := `{"run_id":"rebound","workflow_name":"w","workflow_version":"1","state":{}}`
+	for _, c := range []struct{ host, origin string }{
+		{"attacker.example", ""},
+		{"attacker.example:7700", ""},
+		{"127.0.0.1.attacker.example", ""},
+		{"", "http://attacker.example"},
+		{"", "null"},
+		{"localhost:7700", "http://attacker.example:7700"},
+	} {
+		for _, r := range []rawResponse{send("GET", "/v1/runs", c.host, c.origin, ""), send("POST", "/v1/runs", c.host, c.origin, create)} {
+			p := expectProblem(t, r, http.StatusForbidden, problem.Forbidden)
+			if !strings.Contains(p.Detail, "loopback") {
+				t.Fatalf("host %q origin %q: detail %q does not say why", c.host, c.origin, p.Detail)
+			}
+		}
+	}
+	if _, err := e.c.GetRun(t.Context(), "rebound"); !errors.Is(err, run.ErrNotFound) {
+		t.Fatalf("a refused create made the run: %v", err)
+	}
+	for _, c := range []struct{ host, origin string }{
+		{"", ""}, {"localhost", ""}, {"localhost:1234", "http://localhost:1234"}, {"[::1]:7700", ""},
+		{"app.localhost", "http://127.0.0.1:3000"}, {"127.0.0.2", "https://[::1]"},
+	} {
+		if r := send("GET", "/v1/runs", c.host, c.origin, ""); r.status != http.StatusOK {
+			t.Fatalf("host %q origin %q: status %d, want 200: %s", c.host, c.origin, r.status, r.body)
+		}
+	}
+	// With keys the server may sit behind a proxy that passes its public Host.
+	k := newEnv(t, "sqlite", envOptions{keys: keyA + "=acme", apiKey: keyA})
+	req, _ := http.NewRequest("GET", k.http.URL+"/v1/runs", nil)
+	req.Host = "memento.example.com"
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	resp, err := k.http.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("keyed server, public Host: status %d, want 200", resp.StatusCode)
+	}
+}

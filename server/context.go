@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 
@@ -73,6 +74,9 @@ func (s *Server) buildContext(w http.ResponseWriter, r *http.Request) error {
 	for i, t := range req.Tools {
 		if t.Name == "" {
 			return unprocessable("tools[%d].name is required", i)
+		}
+		if p := bytes.TrimSpace(t.Parameters); len(p) > 0 && p[0] != '{' {
+			return unprocessable("tools[%d].parameters must be a JSON Schema object", i)
 		}
 		tools[i] = llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
 	}

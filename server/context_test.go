@@ -81,6 +81,22 @@ func TestContextOverHTTP(t *testing.T) {
 			http.StatusUnprocessableEntity, problem.ContextBudgetTooSmall)
 		expectProblem(t, e.do(t, "POST", "/v1/context", `{"budget_tokens":100}`, e.a), http.StatusUnprocessableEntity, problem.InvalidRequest)
 		expectProblem(t, e.do(t, "POST", "/v1/context", `{"model":"gpt-4o","budget_tokens":100,"session_id":"chat-1"}`, e.a), http.StatusUnprocessableEntity, problem.InvalidRequest)
+		expectProblem(t, e.do(t, "POST", "/v1/context", `{"model":"gpt-4o","budget_tokens":300,"tools":[{"name":"search","parameters":[1,2]}]}`, e.a), http.StatusUnprocessableEntity, problem.InvalidRequest)
+
+		// The tool contracts reach the model in the chat protocol's names,
+		// with nothing the caller did not send.
+		res = e.do(t, "POST", "/v1/context", `{"model":"gpt-4o","budget_tokens":300,"tools":[{"name":"search","description":"search things","parameters":{"type":"object"}}]}`, e.a)
+		if res.status != http.StatusOK {
+			t.Fatalf("context with tools: %d %s", res.status, res.body)
+		}
+		var withTools struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		_ = json.Unmarshal(res.body, &withTools)
+		if len(withTools.Messages) == 0 || !strings.Contains(withTools.Messages[0].Content, `"name":"search"`) ||
+			strings.Contains(withTools.Messages[0].Content, "Name") || strings.Contains(withTools.Messages[0].Content, "trict") {
+			t.Fatalf("tools part: %s", res.body)
+		}
 	})
 }
 

@@ -331,6 +331,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.observe(r, sw, ri, time.Since(start))
 	}()
+	if s.keys.Len() == 0 {
+		if err := checkLocalRequest(r); err != nil {
+			s.fail(sw, r, err)
+			return
+		}
+	}
 	if pat == "" {
 		s.serveUnmatched(sw, r)
 		return

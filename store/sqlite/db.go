@@ -66,7 +66,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	// synchronous=FULL: a commit acknowledged to a workflow survives power loss,
 	// not only a process crash; durability is what a run store is for.
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1&_journal_mode=WAL&_synchronous=FULL", busyTimeout.Milliseconds())
-	w, err := sql.Open("sqlite", dsn(abs, common+"&_txlock=immediate"))
+	// secure_delete: deleted rows (a forgotten subject's claims, a run past
+	// retention) are overwritten with zeros, not left in free space.
+	w, err := sql.Open("sqlite", dsn(abs, common+"&_txlock=immediate&_pragma=secure_delete(1)"))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
 	}

@@ -546,6 +546,13 @@ func (db *DB) Forget(ctx context.Context, p memory.ForgetParams) (memory.ForgetR
 	if err != nil {
 		return memory.ForgetRecord{}, fmt.Errorf("forget subject %s: %w", p.SubjectID, err)
 	}
+	if rec.Claims > 0 {
+		// secure_delete zeroed the rows in the database's pages; the WAL
+		// still holds page images with them until it is checkpointed and
+		// truncated. Best effort: a reader that holds an old snapshot
+		// keeps its frames until the next forget or checkpoint.
+		_, _ = db.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	}
 	return rec, nil
 }
 
