@@ -288,6 +288,13 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 			return AddResult{}, fmt.Errorf("claim %s is not the current claim of key %s: %w", supersedes, c.Key, ErrConflict)
 		}
 		now := s.now()
+		if c.Status == StatusHeld {
+			// A held claim asked again (a retry, the same message extracted
+			// again) is the one already waiting, or settled by the user's no.
+			if res, done, err := s.heldBefore(ctx, c, now); err != nil || done {
+				return res, err
+			}
+		}
 		if ok && cur.ValueDigest == c.ValueDigest && cur.Live(now) && c.Status == StatusCurrent {
 			got, err := s.store.Refresh(ctx, c.TenantID, cur.MemoryID, now)
 			if errors.Is(err, ErrConflict) && attempt < maxInsertRetries {
@@ -503,6 +510,17 @@ func (s *Service) Confirm(ctx context.Context, tenantID, memoryID string) (AddRe
 	if held.Status != StatusHeld {
 		return AddResult{}, fmt.Errorf("confirm memory %s: it is %s, not held: %w", memoryID, held.Status, ErrConflict)
 	}
+	if held.ExpiresAt != nil && !held.ExpiresAt.After(s.now()) {
+		return AddResult{}, fmt.Errorf("confirm memory %s: it expired at %s while held: %w", memoryID, held.ExpiresAt.Format(time.RFC3339), ErrConflict)
+	}
+	ns, err := s.store.GetNamespace(ctx, tenantID, held.Namespace)
+	if err != nil {
+		return AddResult{}, fmt.Errorf("read namespace %s: %w", held.Namespace, err)
+	}
+	if ns.Personal && held.ConsentBasis == "" {
+		// The namespace became personal while the claim waited.
+		return AddResult{}, fmt.Errorf("confirm memory %s: namespace %s: %w", memoryID, held.Namespace, ErrNoConsent)
+	}
 	var vec *Vector
 	if s.opts.Embedder != nil {
 		if vec, err = s.index.embed(ctx, held); err != nil {
@@ -513,6 +531,12 @@ func (s *Service) Confirm(ctx context.Context, tenantID, memoryID string) (AddRe
 		cur, ok, err := s.currentOf(ctx, tenantID, held.SubjectID, held.Namespace, held.Key)
 		if err != nil {
 			return AddResult{}, err
+		}
+		if ok && cur.CreatedAt.After(held.CreatedAt) {
+			// The key moved on while this claim waited: confirming it would
+			// put the older statement over the newer one.
+			return AddResult{}, fmt.Errorf("confirm memory %s: a newer claim of key %s (memory %s) was made after it; add it again to make it current: %w",
+				memoryID, held.Key, cur.MemoryID, ErrConflict)
 		}
 		now := s.now()
 		p := TransitionParams{TenantID: tenantID, MemoryID: memoryID, From: []Status{StatusHeld}, To: StatusCurrent, At: now, Vector: vec}
@@ -538,6 +562,31 @@ func (s *Service) Confirm(ctx context.Context, tenantID, memoryID string) (AddRe
 		}
 		return res, nil
 	}
+}
+
+// heldBefore finds the claims of c's key with c's value that are waiting
+// for confirmation or were rejected: a waiting one is what c merges into
+// (no second question for one fact), a rejected one refuses c (the user
+// said no to it already).
+func (s *Service) heldBefore(ctx context.Context, c Claim, now time.Time) (AddResult, bool, error) {
+	cs, err := s.store.List(ctx, ListQuery{TenantID: c.TenantID, SubjectID: c.SubjectID, Namespace: c.Namespace, Key: c.Key,
+		Statuses: []Status{StatusHeld, StatusRejected}, Limit: MaxListLimit})
+	if err != nil {
+		return AddResult{}, false, fmt.Errorf("list held claims of key %s: %w", c.Key, err)
+	}
+	for _, h := range cs {
+		if h.ValueDigest != c.ValueDigest {
+			continue
+		}
+		if h.Status == StatusRejected {
+			r := fmt.Sprintf("the same claim was rejected before (memory %s)", h.MemoryID)
+			return AddResult{Outcome: OutcomeRefused, Reason: r}, true, &Refusal{Reason: r, Err: ErrConflict}
+		}
+		if h.ExpiresAt == nil || h.ExpiresAt.After(now) {
+			return AddResult{Claim: h, Outcome: OutcomeMerged, MergedInto: h.MemoryID}, true, nil
+		}
+	}
+	return AddResult{}, false, nil
 }
 
 // Reject ends a held claim: it is never served.

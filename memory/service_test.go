@@ -504,3 +504,74 @@ func TestNumberSpellingsAreOneValue(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldClaimsAreAskedOnce: a held claim sent again merges into the one
+// waiting; one the user rejected is not asked again; one the key moved past,
+// that expired, or whose namespace became personal cannot be confirmed.
+func TestHeldClaimsAreAskedOnce(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)}
+	s := newService(t, memstore.New().Memory(), clk)
+	held := func(key, value string) memory.AddInput {
+		return memory.AddInput{SubjectID: "u1", Key: key, Value: str(value), Category: "religion", Provenance: prov()}
+	}
+	first := add(t, s, "t1", held("religion", "buddhist"))
+	for i := 0; i < 2; i++ {
+		clk.add(time.Second)
+		r, err := s.Add(ctx, "t1", held("religion", " Buddhist "))
+		if err != nil || r.Outcome != memory.OutcomeMerged || r.MergedInto != first.Claim.MemoryID {
+			t.Fatalf("held again: %+v, %v; want merged into %s", r, err, first.Claim.MemoryID)
+		}
+	}
+	if hs, _, _ := s.Held(ctx, "t1", memory.Query{SubjectID: "u1"}); len(hs) != 1 {
+		t.Fatalf("held claims piled up: %d", len(hs))
+	}
+	if _, err := s.Reject(ctx, "t1", first.Claim.MemoryID, "not true"); err != nil {
+		t.Fatal(err)
+	}
+	var ref *memory.Refusal
+	if _, err := s.Add(ctx, "t1", held("religion", "buddhist")); !errors.As(err, &ref) {
+		t.Fatalf("a rejected claim asked again: %v, want a refusal", err)
+	}
+	if hs, _, _ := s.Held(ctx, "t1", memory.Query{SubjectID: "u1"}); len(hs) != 0 {
+		t.Fatalf("held after the rejection: %+v", hs)
+	}
+
+	// A confirmed correction after the held claim settles the key.
+	stale := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "diet", Value: str("vegan"), Category: "health", Provenance: prov()})
+	clk.add(time.Second)
+	conf := prov()
+	conf.ValidatedBy = memory.ValidatedUserConfirmed
+	newer := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "diet", Value: str("omnivore"), Provenance: conf})
+	if newer.Claim.Status != memory.StatusCurrent {
+		t.Fatalf("confirmed correction: %+v", newer)
+	}
+	if _, err := s.Confirm(ctx, "t1", stale.Claim.MemoryID); !errors.Is(err, memory.ErrConflict) {
+		t.Fatalf("confirming the older held claim over a newer one: %v, want ErrConflict", err)
+	}
+	if cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1", Key: "diet"}); len(cs) != 1 || cs[0].MemoryID != newer.Claim.MemoryID {
+		t.Fatalf("diet after the refused confirm: %+v", cs)
+	}
+
+	// Expired while held.
+	ttl := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "health.pain", Value: str("knee"), Category: "health", TTLSeconds: 60, Provenance: prov()})
+	clk.add(2 * time.Minute)
+	if _, err := s.Confirm(ctx, "t1", ttl.Claim.MemoryID); !errors.Is(err, memory.ErrConflict) {
+		t.Fatalf("confirming an expired held claim: %v, want ErrConflict", err)
+	}
+
+	// The namespace became personal while the claim waited.
+	if _, err := s.DeclareNamespace(ctx, memory.Namespace{TenantID: "t1", Name: "hx", Sensitive: true}); err != nil {
+		t.Fatal(err)
+	}
+	w := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Namespace: "hx", Key: "k", Value: str("v"), Provenance: prov()})
+	if w.Claim.Status != memory.StatusHeld {
+		t.Fatalf("sensitive namespace: %+v, want held", w)
+	}
+	if _, err := s.DeclareNamespace(ctx, memory.Namespace{TenantID: "t1", Name: "hx", Sensitive: true, Personal: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Confirm(ctx, "t1", w.Claim.MemoryID); !errors.Is(err, memory.ErrNoConsent) {
+		t.Fatalf("confirming into a personal namespace without consent: %v, want ErrNoConsent", err)
+	}
+}
