@@ -377,7 +377,7 @@ func (s *Service) Get(ctx context.Context, tenantID, summaryID string) (Summary,
 	}
 	sum, err := s.store.Get(ctx, tenantID, summaryID)
 	if err != nil {
-		return Summary{}, fmt.Errorf("get summary %s: %w", summaryID, err)
+		return Summary{}, err // the store names the summary
 	}
 	return sum, nil
 }

@@ -101,7 +101,7 @@ func (b *Builder) readOwner(ctx context.Context, tenantID string, r Request) (*o
 	case r.SessionID != "":
 		s, err := b.src.Sessions.Get(ctx, tenantID, r.SessionID, r.UserID)
 		if err != nil {
-			return nil, fmt.Errorf("read session %s: %w", r.SessionID, err)
+			return nil, err // the session service names the session
 		}
 		o := &owner{stateKind: KindSessionState, stateLabel: "Session state", stateSrc: "session:" + r.SessionID + "@" + strconv.FormatInt(s.Revision, 10), state: stateText(s.State)}
 		h := b.history.get(tenantID, ownerSession, r.SessionID, s.CreatedAt.String())
@@ -136,7 +136,7 @@ func (b *Builder) readOwner(ctx context.Context, tenantID string, r Request) (*o
 	case r.RunID != "":
 		rn, err := b.src.Runs.Get(ctx, tenantID, r.RunID)
 		if err != nil {
-			return nil, fmt.Errorf("read run %s: %w", r.RunID, err)
+			return nil, err // the run service names the run
 		}
 		label := "Run state"
 		if rn.NextStep != "" {

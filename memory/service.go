@@ -367,7 +367,7 @@ func (s *Service) Get(ctx context.Context, tenantID, memoryID string) (Claim, er
 	}
 	c, err := s.store.Get(ctx, tenantID, memoryID)
 	if err != nil {
-		return Claim{}, fmt.Errorf("get memory %s: %w", memoryID, err)
+		return Claim{}, err // the store names the claim
 	}
 	return c, nil
 }

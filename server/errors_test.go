@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mementohq/memento"
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 )
 
@@ -124,4 +125,20 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// TestEmptyPathSegmentIsNotFound: a path with an id left out is a 404
+// problem, not a redirect to another resource.
+func TestEmptyPathSegmentIsNotFound(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/v1/subjects//profile"}, {"DELETE", "/v1/subjects//memories"}, {"POST", "/v1//memories"},
+		{"GET", "/v1/runs/./events"}, {"GET", "/v1/runs/x/../y"}, {"GET", "//v1/runs"},
+	} {
+		r := e.do(t, c.method, c.path, nil, nil)
+		p := expectProblem(t, r, http.StatusNotFound, problem.NotFound)
+		if r.header.Get("Location") != "" || !strings.Contains(p.Detail, "segment") {
+			t.Fatalf("%s %s: %+v, Location %q", c.method, c.path, p, r.header.Get("Location"))
+		}
+	}
 }

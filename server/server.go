@@ -337,6 +337,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if p := r.URL.Path; strings.Contains(p, "//") || strings.Contains(p+"/", "/./") || strings.Contains(p+"/", "/../") {
+		// An empty or dot segment names no resource (an id left out); the
+		// mux would answer a redirect to the cleaned path instead.
+		s.fail(sw, r, newError(problem.NotFound, "no route matches "+p+": a path segment is empty or a dot"))
+		return
+	}
 	if pat == "" {
 		s.serveUnmatched(sw, r)
 		return

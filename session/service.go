@@ -509,7 +509,7 @@ func (s *Service) MessagePage(ctx context.Context, tenantID, sessionID, userID s
 	q.Limit++ // one more tells whether an older page exists
 	ms, err := s.store.Messages(ctx, tenantID, sessionID, userID, q)
 	if err != nil {
-		return nil, "", fmt.Errorf("list messages of session %s: %w", sessionID, err)
+		return nil, "", wrapOnce(fmt.Sprintf("list messages of session %s", sessionID), err)
 	}
 	next := ""
 	if len(ms) > limit {
