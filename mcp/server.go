@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"time"
 
@@ -125,12 +127,20 @@ func (s *Server) Handler(resolve func(http.Header) (Binding, error), opts *gomcp
 		}
 		return resolve(req.Extra.Header)
 	})
-	h := gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return srv }, opts)
+	maxBody := int64(4 << 20)
+	if opts != nil && opts.MaxRequestBodyBytes > 0 {
+		maxBody = opts.MaxRequestBodyBytes
+	}
+	h := guardHTTP(gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return srv }, opts), maxBody)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := resolve(r.Header); err != nil {
 			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("WWW-Authenticate", `Bearer realm="memento"`)
-			w.WriteHeader(http.StatusUnauthorized)
+			if errors.Is(err, ErrForbidden) {
+				w.WriteHeader(http.StatusForbidden)
+			} else {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="memento"`)
+				w.WriteHeader(http.StatusUnauthorized)
+			}
 			b, _ := json.Marshal(map[string]any{"error": err.Error()})
 			_, _ = w.Write(b)
 			return
@@ -141,7 +151,15 @@ func (s *Server) Handler(resolve func(http.Header) (Binding, error), opts *gomcp
 
 // RunStdio serves one client on stdin/stdout until it disconnects or ctx ends.
 func (s *Server) RunStdio(ctx context.Context, b Binding) error {
-	return s.Server(b).Run(ctx, &gomcp.StdioTransport{})
+	return s.Serve(ctx, b, os.Stdin, os.Stdout)
+}
+
+// Serve serves one client on newline-delimited JSON-RPC over in and out
+// (stdio): a line that cannot be read is answered with an error and the
+// rest are still served; requests read before the end of in are answered.
+func (s *Server) Serve(ctx context.Context, b Binding, in io.Reader, out io.Writer) error {
+	g := newStdioGuard(in, out, gomcp.DefaultMaxLineLength)
+	return s.Server(b).Run(ctx, &gomcp.IOTransport{Reader: g, Writer: g, MaxLineLength: -1})
 }
 
 func (s *Server) build(bind binder) *gomcp.Server {

@@ -46,13 +46,13 @@ func (s *Server) mcpBinding(h http.Header) (mcp.Binding, error) {
 		return mcp.Binding{}, errors.New("the API key is not valid")
 	}
 	if p.Role < RoleWriter {
-		return mcp.Binding{}, fmt.Errorf("the MCP tools need the writer role; the key has %s", p.Role)
+		return mcp.Binding{}, fmt.Errorf("%w: the MCP tools need the writer role; the key has %s", mcp.ErrForbidden, p.Role)
 	}
 	switch {
 	case p.User == "":
 		return mcp.Binding{Tenant: p.Tenant, User: named}, nil
 	case named != "" && named != p.User:
-		return mcp.Binding{}, fmt.Errorf("this API key is bound to another user than %s names", HeaderUser)
+		return mcp.Binding{}, fmt.Errorf("%w: this API key is bound to another user than %s names", mcp.ErrForbidden, HeaderUser)
 	}
 	return mcp.Binding{Tenant: p.Tenant, User: p.User}, nil
 }

@@ -205,3 +205,52 @@ func TestMCPHostCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPRefusesUnfaithfulText: over streamable HTTP a message with invalid
+// UTF-8, a lone surrogate or nesting past the bound is refused before any
+// tool runs (the SDK would store U+FFFD in its place), and known
+// credentials without the right are 403, unknown ones 401.
+func TestMCPRefusesUnfaithfulText(t *testing.T) {
+	eng := openEngine(t, "sqlite", memento.Config{})
+	const (
+		appKey  = "app-key-0123456789abcdef"
+		readKey = "read-key-0123456789abcdef"
+	)
+	hs := mcpServer(t, eng, appKey+"=acme,"+readKey+"=acme:reader")
+	post := func(auth, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+auth)
+		req.Header.Set(server.HeaderUser, "ann")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	if st, _ := post(readKey, initialize); st != http.StatusForbidden {
+		t.Fatalf("reader key: status %d, want 403", st)
+	}
+	if st, _ := post("nope-nope-nope-nope-nope", initialize); st != http.StatusUnauthorized {
+		t.Fatalf("unknown key: status %d, want 401", st)
+	}
+	deep := strings.Repeat(`[`, 100) + strings.Repeat(`]`, 100)
+	for _, args := range []string{"{\"session_id\":\"bad\xff\",\"state\":{}}", `{"session_id":"s2","state":{"k":"\ud800"}}`, `{"session_id":"s3","state":{"d":` + deep + `}}`} {
+		st, m := post(appKey, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"session_put","arguments":`+args+`}}`)
+		e, _ := m["error"].(map[string]any)
+		if st != http.StatusBadRequest || e == nil || m["id"] != float64(7) || e["message"] == "" {
+			t.Fatalf("%q: status %d body %v, want 400 with a JSON-RPC error for id 7", args, st, m)
+		}
+	}
+	for _, id := range []string{"bad\ufffd", "s2", "s3"} {
+		if _, err := eng.Sessions.Get(context.Background(), "acme", id, "ann"); err == nil {
+			t.Fatalf("a refused call made session %q", id)
+		}
+	}
+}
