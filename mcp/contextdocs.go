@@ -25,6 +25,11 @@ type retrieveIn struct {
 	K     int    `json:"k,omitempty" jsonschema:"how many passages (default 5, at most 50)"`
 }
 
+// snapshotting annotates a tool that reads, and stores what it read as a
+// retrieval snapshot (to replay later): not read-only, never destructive,
+// and a repeat stores another snapshot.
+var snapshotting = &gomcp.ToolAnnotations{DestructiveHint: new(false)}
+
 // DefaultModel sets the tokenizer of a context_build call that names none.
 const DefaultModel = "gpt-4o"
 
@@ -34,7 +39,7 @@ func Principal(user string) string { return "user:" + user }
 func (t *toolset) contextTools(srv *gomcp.Server) {
 	add(t, srv, &gomcp.Tool{Name: "context_build", Title: "Build a model context",
 		Description: "Assemble what the model should see next under a token budget: system prompt, session state, summaries of older history, recent messages, long-term memories and documents, with an accounting of every part's tokens and sources.",
-		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true}},
+		Annotations: snapshotting},
 		func(ctx context.Context, c call, in contextIn) (any, error) {
 			req := contextbuild.Request{Model: in.Model, BudgetTokens: in.BudgetTokens, ReserveTokens: in.ReserveTokens, System: in.System,
 				Query: in.Query, SessionID: in.SessionID, MemoryK: in.MemoryK}
@@ -64,7 +69,7 @@ func (t *toolset) contextTools(srv *gomcp.Server) {
 func (t *toolset) retrievalTools(srv *gomcp.Server) {
 	add(t, srv, &gomcp.Tool{Name: "documents_retrieve", Title: "Retrieve documents",
 		Description: "Search the documents this user may read. Every passage says which document, version and chunk it came from; the result is stored as a snapshot that can be replayed later.",
-		Annotations: &gomcp.ToolAnnotations{ReadOnlyHint: true}},
+		Annotations: snapshotting},
 		func(ctx context.Context, c call, in retrieveIn) (any, error) {
 			switch {
 			case in.K < 0 || in.K > 50:

@@ -46,7 +46,7 @@ too.`,
 	fl.StringVar(&f.data, "data", "", "a JSON file in the LoCoMo layout (required)")
 	fl.IntVar(&f.budget, "budget", 2000, "context budget in tokens")
 	fl.StringVar(&f.model, "model", "gpt-4o", "model whose tokenizer counts the budget")
-	fl.StringVar(&f.embedder, "embedder", "none", "embedder for the history's meaning: hash (offline hashing), glove[:FILE] (after `memento models install glove`) or none (full text only)")
+	fl.StringVar(&f.embedder, "embedder", "none", "embedder for the history's meaning: hash (offline hashing), glove[:FILE] (after memento models install glove) or none (full text only)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as one JSON object")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	return cmd

@@ -62,7 +62,7 @@ the mean tokens (o200k) of the top hits' text.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.data, "data", "", "a JSON file in the LoCoMo layout (required)")
 	fl.StringVar(&f.backend, "backend", bench.BackendMemstore, "memory store: memstore, sqlite (temporary directory) or postgres (a schema of its own)")
-	fl.StringVar(&f.embedder, "embedder", "hash", "embedder: hash (offline hashing), glove (after `memento models install glove`) or none (full text only)")
+	fl.StringVar(&f.embedder, "embedder", "hash", "embedder: hash (offline hashing), glove (after memento models install glove) or none (full text only)")
 	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for --backend postgres (env "+envPostgresURL+")")
 	fl.IntSliceVar(&f.ks, "k", []int{5, 10}, "cut-offs of recall")
 	fl.StringSliceVar(&f.modes, "modes", nil, "search modes (default fulltext, vector, hybrid; fulltext only without an embedder)")

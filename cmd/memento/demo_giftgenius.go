@@ -42,6 +42,9 @@ The data lives in a temporary directory unless --data names one. The exit
 status is 0 only when the second visit was restored and asked nothing known.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if away < 0 {
+				return fmt.Errorf("--away %s: the time away must not be negative", away)
+			}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
 			dir := flagOrEnv(cmd, "data", data, envData, "")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -269,7 +270,7 @@ func newMemorySearchCmd(cf *clientFlags) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "search QUERY --subject S",
-		Short: "Search a subject's live claims (hybrid full text and vectors); hits show their source",
+		Short: "Search a subject's live claims (full text, or hybrid with vectors by --mode or a real embedder); hits show their source",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := needSubject(q.SubjectID); err != nil {
@@ -339,18 +340,36 @@ func newMemoryHistoryCmd(cf *clientFlags) *cobra.Command {
 	}
 }
 
+// subjectOf is the subject a command names, as its argument or with
+// --subject (as the other memory commands take it), not both differently.
+func subjectOf(args []string, flag string) (string, error) {
+	switch {
+	case len(args) == 1 && flag != "" && flag != args[0]:
+		return "", fmt.Errorf("the subject is %q or %q: give it once, as SUBJECT_ID or --subject", args[0], flag)
+	case len(args) == 1:
+		return args[0], nil
+	case flag != "":
+		return flag, nil
+	}
+	return "", errors.New("a subject is required: SUBJECT_ID or --subject")
+}
+
 func newMemoryForgetCmd(cf *clientFlags) *cobra.Command {
-	var namespace, reason string
+	var namespace, reason, subject string
 	cmd := &cobra.Command{
 		Use:   "forget SUBJECT_ID",
 		Short: "Forget a subject's memory everywhere (all, or one --namespace), leaving tombstones",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sub, err := subjectOf(args, subject)
+			if err != nil {
+				return err
+			}
 			c, err := cf.client(cmd)
 			if err != nil {
 				return err
 			}
-			rec, err := c.ForgetSubject(cmd.Context(), args[0], namespace, reason)
+			rec, err := c.ForgetSubject(cmd.Context(), sub, namespace, reason)
 			if err != nil {
 				return err
 			}
@@ -367,6 +386,7 @@ func newMemoryForgetCmd(cf *clientFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&namespace, "namespace", "", "only this namespace")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit record")
+	cmd.Flags().StringVar(&subject, "subject", "", "the subject (instead of SUBJECT_ID)")
 	return cmd
 }
 
@@ -481,16 +501,21 @@ func skippedOf(ss []memory.SkippedMessage) []skippedJSON {
 }
 
 func newMemoryProfileCmd(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
+	var subject string
+	cmd := &cobra.Command{
 		Use:   "profile SUBJECT_ID",
 		Short: "Show a subject's current claims as one compact view per namespace, with token counts",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sub, err := subjectOf(args, subject)
+			if err != nil {
+				return err
+			}
 			c, err := cf.client(cmd)
 			if err != nil {
 				return err
 			}
-			p, err := c.Profile(cmd.Context(), args[0])
+			p, err := c.Profile(cmd.Context(), sub)
 			if err != nil {
 				return err
 			}
@@ -508,6 +533,8 @@ func newMemoryProfileCmd(cf *clientFlags) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&subject, "subject", "", "the subject (instead of SUBJECT_ID)")
+	return cmd
 }
 
 func newMemoryConfirmCmd(cf *clientFlags) *cobra.Command {

@@ -171,7 +171,10 @@ func TestMemoryCommands(t *testing.T) {
 	run("memory", "add", "--subject", "u1", "--namespace", "private", "--key", "diet", "--value", "vegan", "--source-id", "m", "--consent", "opted in")
 
 	// Forget: nothing is found afterwards and the claim cannot come back.
-	out = run("memory", "forget", "u1", "--reason", "erasure")
+	if out := run("memory", "profile", "--subject", "u1"); !strings.Contains(out, "u1: ") {
+		t.Fatalf("profile --subject:\n%s", out)
+	}
+	out = run("memory", "forget", "--subject", "u1", "--reason", "erasure")
 	if !regexp.MustCompile(`^forgot 7 claims of u1 in every namespace`).MatchString(out) {
 		t.Fatalf("forget:\n%s", out)
 	}
@@ -190,6 +193,9 @@ func TestMemoryCommands(t *testing.T) {
 		{"memory", "add", "--subject", "u1", "--key", "k"},
 		{"memory", "extract", "--subject", "u1"},
 		{"memory", "history"},
+		{"memory", "profile"},
+		{"memory", "forget"},
+		{"memory", "forget", "u1", "--subject", "u2"},
 	} {
 		if _, _, err := execute(t, ctx, append(args, conn...)...); err == nil {
 			t.Errorf("memento %s succeeded", strings.Join(args, " "))

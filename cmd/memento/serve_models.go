@@ -35,7 +35,7 @@ type modelFlags struct {
 
 func addModelFlags(cmd *cobra.Command, f *modelFlags) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.embedder, "embedder", "hash", "long-term memory embedder: hash (offline), glove[:FILE] (after `memento models install glove`) or openai (an OpenAI-compatible /v1/embeddings at --model-url: OpenAI, Ollama, vLLM, TEI) (env "+envEmbedder+")")
+	fl.StringVar(&f.embedder, "embedder", "hash", "long-term memory embedder: hash (offline), glove[:FILE] (after memento models install glove) or openai (an OpenAI-compatible /v1/embeddings at --model-url: OpenAI, Ollama, vLLM, TEI) (env "+envEmbedder+")")
 	fl.StringVar(&f.extractor, "extractor", "rules", "memory extractor: rules (offline, explicit statements) or llm (an OpenAI-compatible /v1/chat/completions at --model-url) (env "+envExtractor+")")
 	fl.StringVar(&f.modelURL, "model-url", "", "base URL of the OpenAI-compatible model server, e.g. https://api.openai.com or http://127.0.0.1:11434 (env "+envModelURL+"; its key comes from "+envModelAPIKey+")")
 	fl.StringVar(&f.embeddingModel, "embedding-model", "text-embedding-3-small", "embedding model for --embedder openai (env "+envEmbeddingModel+")")
