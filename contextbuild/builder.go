@@ -89,13 +89,16 @@ type Result struct {
 
 // Accounting says what every token is and where it came from.
 type Accounting struct {
-	BudgetTokens  int       `json:"budget_tokens"`
-	ReserveTokens int       `json:"reserve_tokens"`
-	TotalTokens   int       `json:"total_tokens"`
-	Tokenizer     string    `json:"tokenizer"`
-	Exact         bool      `json:"exact"`
-	Parts         []Part    `json:"parts"`
-	LeftOut       []LeftOut `json:"left_out"`
+	BudgetTokens  int `json:"budget_tokens"`
+	ReserveTokens int `json:"reserve_tokens"`
+	TotalTokens   int `json:"total_tokens"`
+	// ReplyPrimingTokens prime the model's reply: in TotalTokens, in no
+	// part (TotalTokens = the parts' tokens + ReplyPrimingTokens).
+	ReplyPrimingTokens int       `json:"reply_priming_tokens"`
+	Tokenizer          string    `json:"tokenizer"`
+	Exact              bool      `json:"exact"`
+	Parts              []Part    `json:"parts"`
+	LeftOut            []LeftOut `json:"left_out"`
 }
 
 // Part is one part of the context with its tokens and sources (event seqs
@@ -236,7 +239,7 @@ func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result
 	// seen. Every part was admitted against what the budget had left, so
 	// the total fits by construction; a context over budget is a bug here,
 	// answered as one rather than sent.
-	a.acc.TotalTokens = a.total + tokens.ReplyPriming
+	a.acc.TotalTokens, a.acc.ReplyPrimingTokens = a.total+tokens.ReplyPriming, tokens.ReplyPriming
 	if a.acc.TotalTokens > r.BudgetTokens-r.ReserveTokens {
 		return Result{}, fmt.Errorf("build context: %d tokens over a budget of %d (a builder defect)", a.acc.TotalTokens, r.BudgetTokens-r.ReserveTokens)
 	}

@@ -133,6 +133,13 @@ func TestBudgetNeverExceeded(t *testing.T) {
 		if res.Accounting.TotalTokens != exact {
 			t.Fatalf("trial %d: accounting says %d tokens, the messages have %d", trial, res.Accounting.TotalTokens, exact)
 		}
+		parts := res.Accounting.ReplyPrimingTokens
+		for _, p := range res.Accounting.Parts {
+			parts += p.Tokens
+		}
+		if parts != exact {
+			t.Fatalf("trial %d: the parts and the reply priming explain %d of %d tokens", trial, parts, exact)
+		}
 		if res.Messages[0].Content != system || res.Accounting.Parts[0].Kind != contextbuild.KindSystem {
 			t.Fatalf("trial %d: the system part was cut or moved: %q", trial, res.Messages[0].Content)
 		}
