@@ -55,6 +55,7 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(),
 		newDemoCmd(),
 		newModelsCmd(),
+		newMigrateCmd(),
 	)
 	refuseUnknownSubcommands(root)
 	return root

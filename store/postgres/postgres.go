@@ -159,3 +159,13 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	return nil
 }
+
+// SchemaVersion returns the newest migration applied to the database and
+// how many are (Open applies what is missing).
+func (db *DB) SchemaVersion(ctx context.Context) (latest string, applied int, err error) {
+	err = db.pool.QueryRow(ctx, `SELECT coalesce(max(version), ''), count(*) FROM schema_migrations`).Scan(&latest, &applied)
+	if err != nil {
+		return "", 0, fmt.Errorf("read the schema version: %w", err)
+	}
+	return latest, applied, nil
+}

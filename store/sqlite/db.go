@@ -246,3 +246,13 @@ func (db *DB) migrate(ctx context.Context) error {
 // SetClock replaces the store's clock (time.Now) for tests and demos that
 // move time; call it before the store is shared.
 func (db *DB) SetClock(now func() time.Time) { db.now = now }
+
+// SchemaVersion returns the newest migration applied to the database and
+// how many are (Open applies what is missing).
+func (db *DB) SchemaVersion(ctx context.Context) (latest string, applied int, err error) {
+	err = db.r.QueryRowContext(ctx, `SELECT coalesce(max(version), ''), count(*) FROM schema_migrations`).Scan(&latest, &applied)
+	if err != nil {
+		return "", 0, fmt.Errorf("read the schema version: %w", err)
+	}
+	return latest, applied, nil
+}
