@@ -16,6 +16,7 @@ func (s *Server) systemRoutes() []Route {
 		{Method: http.MethodGet, Path: "/readyz", Public: true, Handler: s.readyz},
 		{Method: http.MethodGet, Path: "/metrics", Public: true, Handler: s.serveMetrics},
 		{Method: http.MethodGet, Path: "/openapi.json", Public: true, Handler: s.serveOpenAPI},
+		{Method: http.MethodGet, Path: "/ui/", Public: true, Handler: s.serveUI},
 	}
 }
 
