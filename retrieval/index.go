@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/viterin/vek/vek32"
@@ -140,7 +141,10 @@ type tenantIndex struct {
 
 	mu      sync.RWMutex // written by sync, read by searches
 	version int64
-	dim     int // of the vectors; 0 until the first one
+
+	lmu     sync.Mutex // guards loading
+	loading *indexLoad // the sync in flight, if any
+	dim     int        // of the vectors; 0 until the first one
 
 	ids    []string
 	doc    []int32     // the chunk's document slot, -1 when dead
@@ -214,23 +218,75 @@ func (x *tenantIndex) scratch() *indexScratch {
 	return sc
 }
 
-// ensure brings the index up to version at least.
+// syncTimeout bounds one load of an index from the store. A load runs on
+// its own, not under the request that found the index stale: a tenant
+// whose first load outlasts a request's deadline is still loaded once,
+// for the requests that follow, instead of started over by each of them.
+const syncTimeout = 5 * time.Minute
+
+// ensure brings the index up to version at least, waiting for the sync in
+// flight (or starting one) until it is done or ctx ends.
 func (x *tenantIndex) ensure(ctx context.Context, c *indexCache, version int64) error {
+	for {
+		x.mu.RLock()
+		current := x.version >= version
+		x.mu.RUnlock()
+		if current {
+			return nil
+		}
+		x.lmu.Lock()
+		ld := x.loading
+		if ld == nil {
+			ld = &indexLoad{done: make(chan struct{})}
+			x.loading = ld
+			go x.load(c, ld)
+		}
+		x.lmu.Unlock()
+		select {
+		case <-ld.done:
+			if ld.err != nil {
+				return ld.err
+			}
+			// Loaded to the store's version then; a write since may ask for more.
+		case <-ctx.Done():
+			return fmt.Errorf("load the retrieval index (it goes on for the next request): %w", context.Cause(ctx))
+		}
+	}
+}
+
+// indexLoad is one sync in flight; err is set before done closes.
+type indexLoad struct {
+	done chan struct{}
+	err  error
+}
+
+// load runs one sync under its own deadline and hands the result to
+// whoever waits on ld.
+func (x *tenantIndex) load(c *indexCache, ld *indexLoad) {
+	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+	defer cancel()
+	ld.err = x.sync(ctx, c)
+	x.lmu.Lock()
+	x.loading = nil
+	x.lmu.Unlock()
+	close(ld.done)
+}
+
+// sync reads what changed in the store since the index's version.
+// The store is read with no lock held, so searches of the index as it is
+// go on meanwhile (and a waiting request can give up); only one sync runs
+// at a time (ensure), so the version read first is still the index's when
+// the rows are applied.
+func (x *tenantIndex) sync(ctx context.Context, c *indexCache) error {
 	x.mu.RLock()
-	current := x.version >= version
+	from := x.version
 	x.mu.RUnlock()
-	if current {
-		return nil
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.version >= version {
-		return nil // another search synced it meanwhile
-	}
-	rows, invs, at, err := c.store.IndexRows(ctx, x.tenant, c.model(), x.version)
+	rows, invs, at, err := c.store.IndexRows(ctx, x.tenant, c.model(), from)
 	if err != nil {
 		return fmt.Errorf("load index rows: %w", err)
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	for _, inv := range invs {
 		if inv.DocumentID != "" {
 			x.removeDoc(inv.DocumentID)
