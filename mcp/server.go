@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	lru "github.com/hashicorp/golang-lru/v2"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mementohq/memento/contextbuild"
@@ -132,8 +133,21 @@ func (s *Server) Handler(resolve func(http.Header) (Binding, error), opts *gomcp
 		maxBody = opts.MaxRequestBodyBytes
 	}
 	h := guardHTTP(gomcp.NewStreamableHTTPHandler(func(*http.Request) *gomcp.Server { return srv }, opts), maxBody)
+	owners, _ := lru.New[string, Binding](maxSessionOwners)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := resolve(r.Header); err != nil {
+		b, err := resolve(r.Header)
+		if err == nil {
+			// Any credentials may use a session (its calls act as them);
+			// only those that opened it may end it.
+			if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && r.Method == http.MethodDelete {
+				if owner, ok := owners.Get(sid); ok && owner != b {
+					err = fmt.Errorf("%w: this MCP session was opened with other credentials; only they may end it", ErrForbidden)
+				}
+			} else if sid == "" {
+				w = &sessionRecorder{ResponseWriter: w, opened: func(id string) { owners.Add(id, b) }}
+			}
+		}
+		if err != nil {
 			w.Header().Set("Content-Type", "application/json")
 			if errors.Is(err, ErrForbidden) {
 				w.WriteHeader(http.StatusForbidden)
@@ -146,8 +160,49 @@ func (s *Server) Handler(resolve func(http.Header) (Binding, error), opts *gomcp
 			return
 		}
 		h.ServeHTTP(w, r)
+		if r.Method == http.MethodDelete {
+			owners.Remove(r.Header.Get("Mcp-Session-Id"))
+		}
 	})
 }
+
+// maxSessionOwners bounds how many MCP sessions' openers Handler keeps (a
+// session it no longer knows may be ended by any credentials, as before).
+const maxSessionOwners = 100_000
+
+// sessionRecorder reports the session id a response opens.
+type sessionRecorder struct {
+	http.ResponseWriter
+	opened func(id string)
+	done   bool
+}
+
+func (s *sessionRecorder) WriteHeader(code int) {
+	if !s.done {
+		s.done = true
+		if id := s.Header().Get("Mcp-Session-Id"); id != "" && code < 300 {
+			s.opened(id)
+		}
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *sessionRecorder) Write(b []byte) (int, error) {
+	if !s.done {
+		s.WriteHeader(http.StatusOK)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush passes on to the connection: the SDK streams events.
+func (s *sessionRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *sessionRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // RunStdio serves one client on stdin/stdout until it disconnects or ctx ends.
 func (s *Server) RunStdio(ctx context.Context, b Binding) error {

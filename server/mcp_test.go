@@ -254,3 +254,40 @@ func TestMCPRefusesUnfaithfulText(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPSessionEndedOnlyByItsOpener: another tenant's (or user's) key that
+// knows an MCP session's id cannot end it; its opener can.
+func TestMCPSessionEndedOnlyByItsOpener(t *testing.T) {
+	eng := openEngine(t, "sqlite", memento.Config{})
+	const (
+		appKey   = "app-key-0123456789abcdef"
+		otherKey = "other-tenant-key-0123456789"
+	)
+	hs := mcpServer(t, eng, appKey+"=acme,"+otherKey+"=globex")
+	alice, _, err := mcpConnect(t, hs.URL, bearer(appKey, "alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func(h http.Header) int {
+		req, _ := http.NewRequest(http.MethodDelete, hs.URL+"/mcp", nil)
+		req.Header = h.Clone()
+		req.Header.Set("Mcp-Session-Id", alice.ID())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, h := range []http.Header{bearer(otherKey, "alice"), bearer(appKey, "mallory")} {
+		if st := end(h); st != http.StatusForbidden {
+			t.Fatalf("ending alice's session with %v: status %d, want 403", h, st)
+		}
+	}
+	if out, isErr := mcpCall(t, alice, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{}}); isErr {
+		t.Fatalf("alice's session was ended: %v", out)
+	}
+	if st := end(bearer(appKey, "alice")); st >= 300 {
+		t.Fatalf("alice ending her own session: status %d", st)
+	}
+}
