@@ -60,4 +60,30 @@ func TestSummaryInContext(t *testing.T) {
 	if !covered {
 		t.Fatalf("left out = %+v, want the summarised events named as covered", res.Accounting.LeftOut)
 	}
+	// The recent window does not repeat what the summary stands for.
+	for _, p := range res.Accounting.Parts {
+		for _, id := range p.SourceIDs {
+			var seq int
+			if _, err := fmt.Sscanf(id, "seq:%d", &seq); p.Kind == contextbuild.KindRecent && err == nil && seq <= 100 {
+				t.Fatalf("event %d is in the recent window and in the summary", seq)
+			}
+		}
+	}
+	// A budget that holds every event shows them, not their summary.
+	whole, err := b.Build(ctx, "t1", contextbuild.Request{Model: "gpt-4o", BudgetTokens: 20000, RunID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := 0
+	for _, p := range whole.Accounting.Parts {
+		if p.Kind == contextbuild.KindSummary {
+			t.Fatalf("a summary beside all the raw events it covers: %+v", whole.Accounting.Parts)
+		}
+		if p.Kind == contextbuild.KindRecent {
+			shown = len(p.SourceIDs)
+		}
+	}
+	if shown != 121 {
+		t.Fatalf("%d events shown of 121", shown)
+	}
 }

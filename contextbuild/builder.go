@@ -220,9 +220,13 @@ func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result
 		return Result{}, err
 	}
 	if own != nil {
-		covered, err := b.addSummaries(ctx, a, tenantID, own.hist, int(float64(rest)*summaryShare))
-		if err != nil {
-			return Result{}, err
+		// A summary stands for raw items that do not fit; when they all
+		// do, they go in themselves and the summaries stay out.
+		var covered int64
+		if !own.hist.fitsWhole(counter, avail-a.total-queryTokens) {
+			if covered, err = b.addSummaries(ctx, a, tenantID, own.hist, int(float64(rest)*summaryShare)); err != nil {
+				return Result{}, err
+			}
 		}
 		if err := b.addHistory(ctx, a, own.hist, r.Query, avail-a.total-queryTokens, covered); err != nil {
 			return Result{}, err

@@ -212,6 +212,8 @@ func TestSessionHistoryAndMemory(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		in = append(in, session.MessageInput{Role: []string{"user", "assistant"}[i%2], Content: fmt.Sprintf("message number %d about the weather", i)})
 	}
+	// A role with no chat turn of its own is named, not passed off as the user.
+	in = append(in, session.MessageInput{Role: "tool", Content: "weather service: sunny"})
 	if _, err := f.sessions.Append(ctx, tenant, "s1", "u1", in); err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +224,15 @@ func TestSessionHistoryAndMemory(t *testing.T) {
 	res, err := f.b.Build(ctx, tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: 4000, SessionID: "s1", UserID: "u1", SubjectID: "u1", Query: "gift ideas?"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var toolTurn bool
+	for _, m := range res.Messages {
+		if strings.Contains(m.Content, "weather service: sunny") {
+			toolTurn = m.Role == llm.RoleUser && strings.HasPrefix(m.Content, "[tool] ")
+		}
+	}
+	if !toolTurn {
+		t.Fatalf("the tool's message is not a labelled turn: %+v", res.Messages)
 	}
 	kinds := map[string]contextbuild.Part{}
 	for _, p := range res.Accounting.Parts {
@@ -244,10 +255,10 @@ func TestSessionHistoryAndMemory(t *testing.T) {
 			t.Fatalf("message %d is not in a budget that holds all 40: %+v", i, res.Accounting.Parts)
 		}
 	}
-	if p := kinds[contextbuild.KindRecent]; len(p.SourceIDs) == 0 || p.SourceIDs[len(p.SourceIDs)-1] != "msg:40" {
+	if p := kinds[contextbuild.KindRecent]; len(p.SourceIDs) == 0 || p.SourceIDs[len(p.SourceIDs)-1] != "msg:41" {
 		t.Fatalf("recent part = %+v", p)
 	}
-	if res.Messages[len(res.Messages)-2].Role != llm.RoleAssistant {
+	if res.Messages[len(res.Messages)-3].Role != llm.RoleAssistant {
 		t.Fatal("message roles were not kept")
 	}
 	if _, err := f.b.Build(ctx, tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: 4000, SessionID: "s1", UserID: "u2"}); !errors.Is(err, session.ErrNotFound) {

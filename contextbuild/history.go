@@ -125,7 +125,7 @@ func (b *Builder) readOwner(ctx context.Context, tenantID string, r Request) (*o
 		}
 		for i := len(pages) - 1; i >= 0; i-- {
 			for _, m := range pages[i] {
-				h.append(item{seq: m.Seq, role: chatRole(m.Role), text: m.Content})
+				h.append(item{seq: m.Seq, role: chatRole(m.Role), text: roleText(m.Role, m.Content)})
 			}
 		}
 		// The session's cap trimmed the oldest messages: they are gone
@@ -163,6 +163,17 @@ func (b *Builder) readOwner(ctx context.Context, tenantID string, r Request) (*o
 		return o, nil
 	}
 	return nil, nil
+}
+
+// roleText is a message's text as the model sees it: a role the chat
+// protocol has no turn for (a tool's output with no call to answer, an
+// application's own role) goes in as a user turn, so it is named in the
+// text, not passed off as the user's own words.
+func roleText(role, content string) string {
+	if chatRole(role) == llm.RoleUser && role != string(llm.RoleUser) {
+		return "[" + role + "] " + content
+	}
+	return content
 }
 
 func stateText(s json.RawMessage) string {
@@ -287,6 +298,19 @@ func (h *history) srcPrefix() string {
 	return "seq:"
 }
 
+// fitsWhole tells whether every item, as messages, fits in budget.
+func (h *history) fitsWhole(c tokens.Counter, budget int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, t := range h.countsFor(c).msg {
+		if n += t; n > budget {
+			return false
+		}
+	}
+	return true
+}
+
 // countsFor returns the cached counts under c, filling what is missing.
 func (h *history) countsFor(c tokens.Counter) *itemCounts {
 	ic := h.counts[c.Name()]
@@ -327,8 +351,10 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 	}
 	// The newest items first, back from the end, while they fit; at least
 	// minRecent when the whole budget holds them.
+	// Items a shown summary covers are not repeated in the recent window
+	// (the older part below may still quote one that the query needs).
 	start, used := len(h.items), 0
-	for start > 0 {
+	for start > 0 && h.items[start-1].seq > covered {
 		t := ic.msg[start-1]
 		lim := recentBudget
 		if len(h.items)-start < minRecent {
@@ -403,7 +429,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 	}
 	// What the older items left unused goes to more recent ones, back
 	// from the recent window down to the newest item already shown.
-	for start > 0 && !chosen[start-1] && used+ic.msg[start-1] <= budget-spentOlder {
+	for start > 0 && !chosen[start-1] && h.items[start-1].seq > covered && used+ic.msg[start-1] <= budget-spentOlder {
 		used += ic.msg[start-1]
 		start--
 	}
