@@ -41,7 +41,7 @@ func TestNormalizeACL(t *testing.T) {
 	if err != nil || strings.Join(acl, ",") != "group:x,tenant,user:b" {
 		t.Fatalf("%v %v", acl, err)
 	}
-	for _, bad := range [][]string{nil, {""}, {"group:"}, {"a\x00b"}} {
+	for _, bad := range [][]string{nil, {""}, {"group:"}, {"a\x00b"}, {"*"}, {"Everyone"}, {"user:"}, {"tenant", "public"}} {
 		if _, err := NormalizeACL(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}

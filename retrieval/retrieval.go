@@ -166,9 +166,15 @@ func ValidPrincipal(p string) error {
 		return fmt.Errorf("%w: a principal is 1 to 256 bytes of UTF-8 without NUL", ErrInvalidInput)
 	case p == EntryTenant || strings.HasPrefix(p, GroupPrefix):
 		return fmt.Errorf("%w: a principal is a user or service id, not %q", ErrInvalidInput, p)
+	case strings.HasSuffix(p, ":"):
+		return fmt.Errorf("%w: the principal %q names no id after its prefix", ErrInvalidInput, p)
 	}
 	return nil
 }
+
+// wildcards are ACL entries that read as "everyone" but would only match a
+// principal of that very name: refused, with the entry that means it.
+var wildcards = map[string]bool{"*": true, "all": true, "any": true, "anyone": true, "everyone": true, "public": true}
 
 // ValidGroup checks a group name (without the "group:" prefix).
 func ValidGroup(g string) error {
@@ -193,6 +199,8 @@ func NormalizeACL(acl []string) ([]string, error) {
 			if err := ValidGroup(strings.TrimPrefix(a, GroupPrefix)); err != nil {
 				return nil, err
 			}
+		case wildcards[strings.ToLower(strings.TrimSpace(a))]:
+			return nil, fmt.Errorf("%w: acl entry %q is no wildcard; %q is everyone in the tenant", ErrInvalidInput, a, EntryTenant)
 		default:
 			if err := ValidPrincipal(a); err != nil {
 				return nil, err
