@@ -142,3 +142,23 @@ func TestEmptyPathSegmentIsNotFound(t *testing.T) {
 		}
 	}
 }
+
+// TestOutOfRangeValuesSayWhy: a value of the right JSON kind that does not
+// fit its field is answered with what the field takes, not "a number, not
+// a JSON number".
+func TestOutOfRangeValuesSayWhy(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	prov := `"provenance":{"source_type":"message","source_id":"m","validated_by":"user_stated"}`
+	for _, c := range []struct{ body, want string }{
+		{`{"subject_id":"u","key":"k","value":1,"confidence":1e400,` + prov + `}`, "out of range"},
+		{`{"subject_id":"u","key":"k","value":1,"expires_at":"275760-01-01T00:00:00Z",` + prov + `}`, "years 0000 to 9999"},
+		{`{"subject_id":"u","key":"k","value":1,"schema_version":9223372036854775808,` + prov + `}`, "whole number"},
+		{`{"subject_id":"u","key":"k","value":1,"schema_version":1.5,` + prov + `}`, "whole number"},
+		{`{"subject_id":"u","key":"k","value":1,"confidence":"high",` + prov + `}`, "not a JSON string"},
+	} {
+		p := expectProblem(t, e.do(t, "POST", "/v1/memories", c.body, nil), http.StatusBadRequest, problem.InvalidRequest)
+		if !strings.Contains(p.Detail, c.want) || strings.Contains(p.Detail, "not a JSON number") {
+			t.Errorf("%s: detail %q, want %q", c.body, p.Detail, c.want)
+		}
+	}
+}
