@@ -410,7 +410,19 @@ func (s *Service) Held(ctx context.Context, tenantID string, q Query) ([]Claim, 
 		return nil, "", err
 	}
 	lq.Statuses = []Status{StatusHeld}
-	return s.page(ctx, lq)
+	cs, next, err := s.page(ctx, lq)
+	if err != nil {
+		return nil, "", err
+	}
+	// One that expired while held can no longer be confirmed: not asked.
+	now := s.now()
+	live := cs[:0]
+	for _, c := range cs {
+		if c.ExpiresAt == nil || c.ExpiresAt.After(now) {
+			live = append(live, c)
+		}
+	}
+	return live, next, nil
 }
 
 // History returns every claim of the memory's key, oldest first: the

@@ -559,6 +559,12 @@ func TestHeldClaimsAreAskedOnce(t *testing.T) {
 	if _, err := s.Confirm(ctx, "t1", ttl.Claim.MemoryID); !errors.Is(err, memory.ErrConflict) {
 		t.Fatalf("confirming an expired held claim: %v, want ErrConflict", err)
 	}
+	hs, _, _ := s.Held(ctx, "t1", memory.Query{SubjectID: "u1"})
+	for _, h := range hs {
+		if h.MemoryID == ttl.Claim.MemoryID {
+			t.Fatalf("an expired claim is still held for confirmation: %+v", h)
+		}
+	}
 
 	// The namespace became personal while the claim waited.
 	if _, err := s.DeclareNamespace(ctx, memory.Namespace{TenantID: "t1", Name: "hx", Sensitive: true}); err != nil {
