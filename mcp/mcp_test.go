@@ -261,6 +261,9 @@ func TestMemoryTools(t *testing.T) {
 		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "session_id": "s1", "message_seqs": []int{9}}), "invalid-request", "missing message")
 		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "drink", "value": "coffee", "session_id": "s1", "message_seqs": []int{2}}), "invalid-request", "assistant's guess")
 		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "session_id": "other", "message_seqs": []int{1}}), "session-not-found", "other session")
+		// The claim must be in what the cited message says.
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "profile", "key": "criminal_record", "value": "convicted of fraud", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a value the cited message does not hold")
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "session_id": "s1", "message_seqs": []int64{9223372036854775807}}), "invalid-request", "a seq past any session")
 		add := ok(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "text": "answers in German", "session_id": "s1", "message_seqs": []int{1}}), "add")
 		m := add["memory"].(map[string]any)
 		prov := m["provenance"].(map[string]any)

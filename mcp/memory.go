@@ -1,16 +1,19 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/search"
 	"github.com/mementohq/memento/session"
 )
 
@@ -107,10 +110,10 @@ func (t *toolset) memoryTools(srv *gomcp.Server) {
 			return map[string]any{"memories": out, "truncated": next != ""}, nil
 		})
 	add(t, srv, &gomcp.Tool{Name: "memory_add", Title: "Keep a fact long term",
-		Description: "Keep one fact the user stated, citing the messages where they said it (session_id and message_seqs; at least one must be the user's own message). A new value for the same namespace and key supersedes the old one. Guesses are not kept: only what the user said.",
+		Description: "Keep one fact the user stated, citing the messages where they said it (session_id and message_seqs; at least one must be the user's own message). A new value for the same namespace and key supersedes the old one. Guesses are not kept: only what the user said, so the value (or its text) must share the user's words in the cited messages.",
 		Annotations: &gomcp.ToolAnnotations{DestructiveHint: ptr(false)}},
 		func(ctx context.Context, c call, in addIn) (any, error) {
-			prov, err := t.evidence(ctx, c, in.SessionID, in.MessageSeqs)
+			prov, said, err := t.evidence(ctx, c, in.SessionID, in.MessageSeqs)
 			if err != nil {
 				return nil, err
 			}
@@ -120,6 +123,9 @@ func (t *toolset) memoryTools(srv *gomcp.Server) {
 			val, err := json.Marshal(in.Value)
 			if err != nil {
 				return nil, invalid("value: %v", err)
+			}
+			if !grounded(in.Key, val, in.Text, said) {
+				return nil, invalid("the value is not in what the user said in the cited messages: cite the message where they said it (a fact inferred from what they said is not kept)")
 			}
 			if in.TTLSeconds < 0 {
 				return nil, invalid("ttl_seconds must not be negative")
@@ -156,29 +162,32 @@ func (t *toolset) memoryTools(srv *gomcp.Server) {
 // evidence checks that the cited messages exist in the user's session and
 // that one of them is the user's: the claim is then user_stated, with the
 // messages as its provenance. A model cannot cite what was not said.
-func (t *toolset) evidence(ctx context.Context, c call, sessionID string, seqs []int64) (memory.Provenance, error) {
+func (t *toolset) evidence(ctx context.Context, c call, sessionID string, seqs []int64) (memory.Provenance, string, error) {
 	if t.s.svc.Sessions == nil {
-		return memory.Provenance{}, errors.New("memory_add needs session memory on this server")
+		return memory.Provenance{}, "", errors.New("memory_add needs session memory on this server")
 	}
 	if len(seqs) == 0 {
-		return memory.Provenance{}, invalid("message_seqs must cite at least one message")
+		return memory.Provenance{}, "", invalid("message_seqs must cite at least one message")
 	}
 	if len(seqs) > MaxEvidence {
-		return memory.Provenance{}, invalid("message_seqs cites %d messages; at most %d", len(seqs), MaxEvidence)
+		return memory.Provenance{}, "", invalid("message_seqs cites %d messages; at most %d", len(seqs), MaxEvidence)
 	}
 	want := slices.Clone(seqs)
 	slices.Sort(want)
 	want = slices.Compact(want)
 	if want[0] < 1 {
-		return memory.Provenance{}, invalid("message_seqs must be positive")
+		return memory.Provenance{}, "", invalid("message_seqs must be positive")
 	}
 	lo, hi := want[0], want[len(want)-1]
+	if hi > 1<<53 {
+		return memory.Provenance{}, "", invalid("message %d is not in session %s", hi, sessionID)
+	}
 	if hi-lo >= 500 {
-		return memory.Provenance{}, invalid("message_seqs spans %d messages; cite messages within 500 of each other", hi-lo+1)
+		return memory.Provenance{}, "", invalid("message_seqs spans %d messages; cite messages within 500 of each other", hi-lo+1)
 	}
 	ms, err := t.s.svc.Sessions.Messages(ctx, c.Tenant, sessionID, c.User, session.MessageQuery{AfterSeq: lo - 1, BeforeSeq: hi + 1, Limit: int(hi - lo + 1)})
 	if err != nil {
-		return memory.Provenance{}, err
+		return memory.Provenance{}, "", err
 	}
 	role := make(map[int64]string, len(ms))
 	for _, m := range ms {
@@ -189,14 +198,77 @@ func (t *toolset) evidence(ctx context.Context, c call, sessionID string, seqs [
 	for i, s := range want {
 		r, ok := role[s]
 		if !ok {
-			return memory.Provenance{}, invalid("message %d is not in session %s", s, sessionID)
+			return memory.Provenance{}, "", invalid("message %d is not in session %s", s, sessionID)
 		}
 		byUser = byUser || r == "user"
 		ids[i] = strconv.FormatInt(s, 10)
 	}
 	if !byUser {
-		return memory.Provenance{}, invalid("none of the cited messages is the user's: only what the user said is kept long term")
+		return memory.Provenance{}, "", invalid("none of the cited messages is the user's: only what the user said is kept long term")
+	}
+	var said strings.Builder
+	for _, m := range ms {
+		if m.Role == "user" && slices.Contains(want, m.Seq) {
+			said.WriteString(m.Content)
+			said.WriteByte('\n')
+		}
 	}
 	return memory.Provenance{SourceType: memory.SourceMessage, SourceID: "session:" + sessionID, MessageIDs: ids,
-		ValidatedBy: memory.ValidatedUserStated}, nil
+		ValidatedBy: memory.ValidatedUserStated}, said.String(), nil
+}
+
+// grounded tells whether a claim shares a word (or number) with what the
+// user said in its cited messages: its value's strings and numbers or its
+// text (a value in a normal form, "de", has its words there: "answers in
+// German"), or, when those hold no word (true), its key's words. It is a
+// floor, not a proof: it stops a claim that cites an unrelated message
+// ("convicted of fraud" citing "hi"), not a paraphrase.
+func grounded(key string, value json.RawMessage, text, said string) bool {
+	heard := map[string]bool{}
+	for _, t := range search.Analyze(said) {
+		heard[t] = true
+	}
+	var leaves []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			leaves = append(leaves, x)
+		case json.Number:
+			leaves = append(leaves, x.String())
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	d := json.NewDecoder(bytes.NewReader(value))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) == nil {
+		walk(v)
+	}
+	leaves = append(leaves, text)
+	terms := 0
+	for _, l := range leaves {
+		for _, t := range search.Analyze(l) {
+			terms++
+			if heard[t] {
+				return true
+			}
+		}
+	}
+	if terms > 0 {
+		return false
+	}
+	for _, t := range search.Analyze(strings.NewReplacer(".", " ", "_", " ", "-", " ", "/", " ", ":", " ").Replace(key)) {
+		if heard[t] {
+			return true
+		}
+	}
+	return false
 }
