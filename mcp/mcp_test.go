@@ -108,7 +108,7 @@ func TestToolsListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"session_get", "session_put", "session_patch", "message_append", "messages_list",
+	want := []string{"session_get", "session_put", "session_patch", "session_delete", "message_append", "messages_list",
 		"memory_search", "memory_get", "memory_add", "memory_forget", "context_build",
 		"run_start", "run_get", "run_checkpoint", "run_restore", "documents_retrieve"}
 	got := map[string]*gomcp.Tool{}
@@ -168,6 +168,12 @@ func TestSessionTools(t *testing.T) {
 		if g["state"].(map[string]any)["step"] != "profile" || g["message_count"].(float64) != 2 {
 			t.Fatalf("get: %v", g)
 		}
+		if d := ok(t, call(t, cs, "session_delete", map[string]any{"session_id": "s1"}), "delete"); d["deleted"] != true {
+			t.Fatalf("delete: %v", d)
+		}
+		fails(t, call(t, cs, "session_get", map[string]any{"session_id": "s1"}), "session-not-found", "get after delete")
+		fails(t, call(t, cs, "messages_list", map[string]any{"session_id": "s1"}), "session-not-found", "messages after delete")
+		fails(t, call(t, cs, "session_delete", map[string]any{"session_id": "s1"}), "session-not-found", "delete again")
 	})
 }
 
@@ -191,6 +197,7 @@ func TestOtherUsersSessionUnreachable(t *testing.T) {
 			fails(t, call(t, cs, "messages_list", map[string]any{"session_id": "s1"}), "session-not-found", name+" list")
 			fails(t, call(t, cs, "session_patch", map[string]any{"session_id": "s1", "patch": map[string]any{"secret": "mine"}}), "session-not-found", name+" patch")
 			fails(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "user", "content": "x"}}}), "session-not-found", name+" append")
+			fails(t, call(t, cs, "session_delete", map[string]any{"session_id": "s1"}), "session-not-found", name+" delete")
 			// Smuggling a user through arguments is not something the schema takes.
 			fails(t, call(t, cs, "session_get", map[string]any{"session_id": "s1", "user_id": "alice"}), "", name+" user_id argument")
 			// A put either fails or makes a session of the caller's own; alice's is untouched (below).

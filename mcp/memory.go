@@ -145,7 +145,7 @@ func (t *toolset) memoryTools(srv *gomcp.Server) {
 			return out, nil
 		})
 	add(t, srv, &gomcp.Tool{Name: "memory_forget", Title: "Forget what is kept about the user",
-		Description: "Forget everything kept about this user (or one namespace), everywhere: the facts, their search index and vectors. Use it when the user asks to be forgotten. It cannot be undone.",
+		Description: "Forget the long-term facts kept about this user (or one namespace): the facts, their search index, vectors and caches, leaving tombstones so that they are not kept again. Use it when the user asks to be forgotten; delete their conversations with session_delete too. It cannot be undone.",
 		Annotations: &gomcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}},
 		func(ctx context.Context, c call, in forgetIn) (any, error) {
 			if in.Reason == "" {

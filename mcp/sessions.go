@@ -77,6 +77,16 @@ func (t *toolset) sessionTools(srv *gomcp.Server) {
 			}
 			return sessionView(s), nil
 		})
+	add(t, srv, &gomcp.Tool{Name: "session_delete", Title: "Delete a session",
+		Description: "Close a conversation session of this user and delete its state, messages and summary now, rather than at its expiry (when the conversation is over, or the user asks for it to be deleted). It cannot be undone.",
+		Annotations: &gomcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true}},
+		func(ctx context.Context, c call, in sessionIn) (any, error) {
+			s, err := svc.Close(ctx, c.Tenant, in.SessionID, c.User)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"session_id": s.SessionID, "deleted": true}, nil
+		})
 	add(t, srv, &gomcp.Tool{Name: "session_put", Title: "Create or replace a session",
 		Description: "Create a session for this user, or replace the whole state of an existing one. Keep state small and explicit (step, profile draft, candidate ids); put long-term facts in memory_add instead.",
 		Annotations: &gomcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(true)}},

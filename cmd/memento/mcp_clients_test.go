@@ -29,7 +29,7 @@ const expectedFailuresFile = "../../scripts/mcp-conformance/expected-failures.ym
 
 // mcpToolNames are tools every Memento MCP server lists (mcp/ registers them).
 var mcpToolNames = []string{
-	"session_get", "session_put", "session_patch", "message_append", "messages_list",
+	"session_get", "session_put", "session_patch", "session_delete", "message_append", "messages_list",
 	"memory_search", "memory_get", "memory_add", "memory_forget",
 	"context_build", "run_start", "run_get", "run_checkpoint", "run_restore", "documents_retrieve",
 }
