@@ -423,3 +423,41 @@ func TestBlindPatchesRace(t *testing.T) {
 		t.Fatalf("%d members after 20 patches: %v", len(st), st)
 	}
 }
+
+// TestConcurrentCheckpointsTakeTurns: checkpoints of one run sent at once
+// all land, one after the other, each at its own revision.
+func TestConcurrentCheckpointsTakeTurns(t *testing.T) {
+	eng := enginetest.Open(t, "sqlite", memento.Config{})
+	cs := connect(t, newServer(eng), alice)
+	ok(t, call(t, cs, "run_start", map[string]any{"run": "gift", "workflow": "giftgenius", "state": map[string]any{}}), "start")
+	const n = 6
+	errs := make(chan error, n)
+	revs := make(chan float64, n)
+	for i := range n {
+		go func() {
+			r := call(t, cs, "run_checkpoint", map[string]any{"run": "gift", "label": fmt.Sprintf("cp-%d", i), "state": map[string]any{"i": i}, "step": "next"})
+			if r.err != nil {
+				errs <- fmt.Errorf("checkpoint %d: %s: %s", i, r.err.Type, r.err.Detail)
+				return
+			}
+			revs <- r.out["revision"].(float64)
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(revs)
+	seen := map[float64]bool{}
+	for r := range revs {
+		if seen[r] {
+			t.Fatalf("two checkpoints at revision %v", r)
+		}
+		seen[r] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d checkpoints landed of %d", len(seen), n)
+	}
+}

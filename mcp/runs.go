@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,10 +131,32 @@ func (t *toolset) runTools(srv *gomcp.Server) {
 // changes nothing.
 func (t *toolset) checkpoint(ctx context.Context, c call, name, id, label, step string, st json.RawMessage) (any, error) {
 	svc := t.s.svc.Runs
-	owner := "mcp:" + id
-	l, err := svc.AcquireLease(ctx, c.Tenant, id, owner, 0, time.Duration(t.s.opts.LeaseTTLSeconds)*time.Second)
-	if err != nil {
-		return nil, err
+	// Each call holds the lease under its own name, so concurrent
+	// checkpoints of one run take turns instead of racing each other's
+	// commits (and one call's release never ends another's lease).
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	owner := "mcp:" + hex.EncodeToString(b)
+	var l run.Lease
+	wait := 5 * time.Millisecond
+	for deadline := time.Now().Add(checkpointWait); ; {
+		var err error
+		l, err = svc.AcquireLease(ctx, c.Tenant, id, owner, 0, time.Duration(t.s.opts.LeaseTTLSeconds)*time.Second)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, run.ErrLeaseHeld) {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, &ToolError{Type: "run-busy", Detail: fmt.Sprintf("run %s is being changed by another call; try again", name)}
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		wait = min(2*wait, 200*time.Millisecond)
 	}
 	defer func() {
 		// The lease ends with the call; a failed release only waits out the TTL.
@@ -155,6 +179,10 @@ func (t *toolset) checkpoint(ctx context.Context, c call, name, id, label, step 
 	}
 	return map[string]any{"run": name, "label": cp.Label, "revision": cp.Revision, "next_step": r.NextStep}, nil
 }
+
+// checkpointWait bounds how long run_checkpoint waits for another call's
+// turn on the same run.
+const checkpointWait = 10 * time.Second
 
 // maxCheckpointPages bounds the walk to the latest checkpoint.
 const maxCheckpointPages = 100
