@@ -18,6 +18,8 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mementohq/memento/problem"
+
 	"github.com/mementohq/memento/contextbuild"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/retrieval"
@@ -148,14 +150,17 @@ func (s *Server) Handler(resolve func(http.Header) (Binding, error), opts *gomcp
 			}
 		}
 		if err != nil {
-			w.Header().Set("Content-Type", "application/json")
+			// A problem as the rest of the API answers it (RFC 9457).
+			kind := problem.Unauthorized
 			if errors.Is(err, ErrForbidden) {
-				w.WriteHeader(http.StatusForbidden)
+				kind = problem.Forbidden
 			} else {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="memento"`)
-				w.WriteHeader(http.StatusUnauthorized)
 			}
-			b, _ := json.Marshal(map[string]any{"error": err.Error()})
+			info, _ := problem.Lookup(kind)
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(info.Status)
+			b, _ := json.Marshal(map[string]any{"type": problem.Type(kind), "title": info.Title, "status": info.Status, "detail": err.Error()})
 			_, _ = w.Write(b)
 			return
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/mcp"
+	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/server"
 )
 
@@ -234,11 +235,11 @@ func TestMCPRefusesUnfaithfulText(t *testing.T) {
 		return resp.StatusCode, m
 	}
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
-	if st, _ := post(readKey, initialize); st != http.StatusForbidden {
-		t.Fatalf("reader key: status %d, want 403", st)
+	if st, m := post(readKey, initialize); st != http.StatusForbidden || m["type"] != problem.Type(problem.Forbidden) || m["detail"] == "" {
+		t.Fatalf("reader key: status %d %v, want a 403 problem", st, m)
 	}
-	if st, _ := post("nope-nope-nope-nope-nope", initialize); st != http.StatusUnauthorized {
-		t.Fatalf("unknown key: status %d, want 401", st)
+	if st, m := post("nope-nope-nope-nope-nope", initialize); st != http.StatusUnauthorized || m["type"] != problem.Type(problem.Unauthorized) {
+		t.Fatalf("unknown key: status %d %v, want a 401 problem", st, m)
 	}
 	deep := strings.Repeat(`[`, 100) + strings.Repeat(`]`, 100)
 	for _, args := range []string{"{\"session_id\":\"bad\xff\",\"state\":{}}", `{"session_id":"s2","state":{"k":"\ud800"}}`, `{"session_id":"s3","state":{"d":` + deep + `}}`} {
