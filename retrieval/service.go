@@ -494,8 +494,11 @@ func (s *Service) Invalidations(ctx context.Context, tenantID string, after int6
 	if limit == 0 {
 		limit = 100
 	}
-	if limit < 0 || limit > 1000 || after < 0 {
-		return nil, fmt.Errorf("%w: limit must be within [1, 1000] and after not negative", ErrInvalidInput)
+	if limit < 0 || limit > 1000 {
+		return nil, fmt.Errorf("%w: limit must be within 1 and 1000", ErrInvalidInput)
+	}
+	if after < 0 {
+		return nil, fmt.Errorf("%w: the cursor must not be negative", ErrInvalidInput)
 	}
 	out, err := s.store.Invalidations(ctx, tenantID, after, limit)
 	if err != nil {

@@ -183,14 +183,17 @@ func (s *Server) listInvalidations(w http.ResponseWriter, r *http.Request) error
 	var after int64
 	if c := q.Get("cursor"); c != "" {
 		if after, err = strconv.ParseInt(c, 10, 64); err != nil || after < 0 {
-			return badRequest("cursor %q is not a cursor this server gave", c)
+			return unprocessable("malformed cursor %q: pass the next_cursor of a page this endpoint answered", c)
 		}
 	}
 	limit, err := queryInt(q, "limit")
 	if err != nil {
 		return err
 	}
-	evs, err := s.retrieval.Invalidations(r.Context(), tenant(r), after, int(min(limit, 1001)))
+	if limit < 0 || limit > 1000 {
+		return unprocessable("limit must be within 1 and 1000 (default 100)")
+	}
+	evs, err := s.retrieval.Invalidations(r.Context(), tenant(r), after, int(limit))
 	if err != nil {
 		return err
 	}
