@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -115,4 +117,23 @@ func checkJSON(b []byte) error {
 		return badRequest("%s", je.Detail)
 	}
 	return unprocessable("%s", je.Detail)
+}
+
+// checkUnreadBody refuses, on a route that acts on its path alone (a
+// DELETE, a group membership), a body that is not JSON: a client sending
+// one meant something, and the route would act while ignoring it. A JSON
+// body is read again by the handler as it was.
+func (s *Server) checkUnreadBody(w http.ResponseWriter, r *http.Request, rt *Route) error {
+	if r.Body == nil || r.Body == http.NoBody || (r.Method != http.MethodDelete && !strings.Contains(rt.Path, "/members/")) {
+		return nil
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		return badRequest("read the body: %v", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	return checkJSON(b)
 }

@@ -162,3 +162,23 @@ func TestOutOfRangeValuesSayWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestPathOnlyRoutesRefuseGarbageBodies: a DELETE or a membership write
+// with a body that is not JSON is refused and changes nothing.
+func TestPathOnlyRoutesRefuseGarbageBodies(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	if r := e.do(t, "PUT", "/v1/documents/d1", `{"source_uri":"kb://d1","source_version":"1","content":"refunds take five days","acl":["tenant"]}`, nil); r.status >= 300 {
+		t.Fatalf("put document: %d %s", r.status, r.body)
+	}
+	expectProblem(t, e.do(t, "DELETE", "/v1/documents/d1", "{{{", nil), http.StatusBadRequest, problem.InvalidRequest)
+	if r := e.do(t, "GET", "/v1/documents/d1", nil, nil); r.status != http.StatusOK {
+		t.Fatalf("a refused delete removed the document: %d", r.status)
+	}
+	expectProblem(t, e.do(t, "PUT", "/v1/groups/g/members/user:a", "{{{", nil), http.StatusBadRequest, problem.InvalidRequest)
+	if r := e.do(t, "PUT", "/v1/groups/g/members/user:a", "", nil); r.status >= 300 {
+		t.Fatalf("membership without a body: %d %s", r.status, r.body)
+	}
+	if r := e.do(t, "DELETE", "/v1/documents/d1", "{}", nil); r.status != http.StatusNoContent {
+		t.Fatalf("delete with an empty JSON body: %d %s", r.status, r.body)
+	}
+}

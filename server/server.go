@@ -445,6 +445,10 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
+		if err := s.checkUnreadBody(w, r, &rt); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		if err := rt.Handler(w, r); err != nil {
 			s.fail(w, r, err)
 		}
