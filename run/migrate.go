@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mementohq/memento/internal/localschema"
 )
 
 // MigrateFunc turns a state of version v into version v+1. It must be pure
@@ -71,7 +73,7 @@ func (r *Registry) RegisterSchema(workflow string, version int, schema []byte) e
 	if err != nil {
 		return fmt.Errorf("parse schema %s v%d: %w", workflow, version, err)
 	}
-	c := jsonschema.NewCompiler()
+	c := localschema.NewCompiler()
 	url := fmt.Sprintf("memento:///%s/v%d.json", workflow, version)
 	if err := c.AddResource(url, doc); err != nil {
 		return fmt.Errorf("add schema %s v%d: %w", workflow, version, err)

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/mementohq/memento/internal/localschema"
 )
 
 // Errors of the schema registrations kept in the store.
@@ -67,7 +69,7 @@ func compileSchema(workflow string, version int, doc []byte) (*jsonschema.Schema
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
 	}
-	c := jsonschema.NewCompiler()
+	c := localschema.NewCompiler()
 	url := "memento:///" + workflow + "/v" + strconv.Itoa(version) + ".json"
 	if err := c.AddResource(url, v); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/mementohq/memento/internal/localschema"
+
 	"github.com/mementohq/memento/internal/jsoncheck"
 )
 
@@ -140,7 +142,7 @@ func (s *Service) RegisterSchema(app string, schema []byte) error {
 	if err != nil {
 		return fmt.Errorf("parse session schema %q: %w", app, err)
 	}
-	c := jsonschema.NewCompiler()
+	c := localschema.NewCompiler()
 	url := fmt.Sprintf("memento:///sessions/%s.json", app)
 	if err := c.AddResource(url, doc); err != nil {
 		return fmt.Errorf("add session schema %q: %w", app, err)
