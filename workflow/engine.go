@@ -430,6 +430,36 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	} else if serr != nil {
 		errors.As(serr, &susp)
 	}
+	var (
+		state        json.RawMessage
+		next, reason string
+		status       = run.StatusRunning
+	)
+	if susp == nil && serr == nil {
+		// The step's result, which the store may yet refuse (a state its
+		// schema or the size limit refuses, a step that does not exist):
+		// then the step failed, as if it had returned the refusal, so its
+		// attempts count and the run fails after MaxAttempts instead of
+		// running the step again at every poll.
+		if state, next, status, reason, serr = e.result(w, r, step, idx, sc); serr == nil {
+			done := map[string]any{"spend": sc.spend}
+			if len(sc.ops) > 0 {
+				done["operations"] = sc.ops
+			}
+			nr, err := e.commit(ctx, r, l, state, next, status, reason, EventStepCompleted, step.Name, sc.attempt, done)
+			if err == nil {
+				if len(sc.ops) > 0 {
+					e.at(ctx, FaultAfterCheckpoint, r.RunID)
+				}
+				return nr, nil
+			}
+			if !refusedResult(err) {
+				return r, err
+			}
+			serr = fmt.Errorf("the step's result was refused: %w", err)
+		}
+		sc.spend.Steps = 0
+	}
 	payload := map[string]any{"spend": sc.spend}
 	if len(sc.ops) > 0 {
 		payload["operations"] = sc.ops
@@ -471,17 +501,17 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 		}
 		return nr, err
 	}
+	return r, fmt.Errorf("run %s: step %s ended neither done, failed nor suspended", r.RunID, step.Name)
+}
+
+// result is what a step that returned nil commits: its state with the
+// control object, where the run goes next, and its status.
+func (e *Engine) result(w *Workflow, r run.Run, step Step, idx int, sc *StepContext) (state json.RawMessage, next string, status run.Status, reason string, err error) {
 	sc.spend.Steps = 1
-	payload["spend"] = sc.spend
-	sc.ctl.Spent = sc.ctl.Spent.Add(sc.spend)
-	sc.ctl.Attempt, sc.ctl.Wait = 0, nil
-	// The step is over: its state map is encoded once, with the control
-	// object added (control.Write of its encoding, without parsing it again).
-	state, err := control.WriteTop(sc.state, sc.ctl)
-	if err != nil {
-		return r, fmt.Errorf("run %s: %w", r.RunID, err)
-	}
-	next, status, reason := "", run.StatusRunning, ""
+	ctl := sc.ctl
+	ctl.Spent = ctl.Spent.Add(sc.spend)
+	ctl.Attempt, ctl.Wait = 0, nil
+	status = run.StatusRunning
 	switch {
 	case sc.failRun != "":
 		status, reason = run.StatusFailed, sc.failRun
@@ -490,19 +520,33 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 	case sc.nextSet:
 		next = sc.next
 		if _, _, ok := w.step(next); !ok {
-			return r, fmt.Errorf("run %s: step %s goes to unknown step %q", r.RunID, step.Name, next)
+			return nil, "", "", "", fmt.Errorf("step %s goes to unknown step %q", step.Name, next)
 		}
 	case idx+1 < len(w.Steps):
 		next = w.Steps[idx+1].Name
 	default:
 		status = run.StatusCompleted
 	}
-	nr, err := e.commit(ctx, r, l, state, next, status, reason, EventStepCompleted, step.Name, sc.attempt, payload)
-	if err == nil && len(sc.ops) > 0 {
-		e.at(ctx, FaultAfterCheckpoint, r.RunID)
+	// The step is over: its state map is encoded once, with the control
+	// object added (control.Write of its encoding, without parsing it again).
+	if state, err = control.WriteTop(sc.state, ctl); err != nil {
+		return nil, "", "", "", fmt.Errorf("run %s: %w", r.RunID, err)
 	}
-	return nr, err
+	return state, next, status, reason, nil
 }
+
+// refusedResult tells a commit the store refused for what the step made
+// (the same result would be refused again) from one that lost a race or
+// the lease, or failed on the way (another try, by this or another owner).
+func refusedResult(err error) bool {
+	for _, e := range []error{run.ErrSchemaValidation, run.ErrStateTooLarge, run.ErrInvalidInput, run.ErrNoMigrationPath, run.ErrInvalidTransition} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 
 func (e *Engine) commit(ctx context.Context, r run.Run, l run.Lease, state json.RawMessage, next string, status run.Status, reason, eventType, stepID string, attempt int, payload any) (run.Run, error) {
 	var p json.RawMessage

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/store/memstore"
 	"github.com/mementohq/memento/toolop"
 	"github.com/mementohq/memento/workflow"
 	"github.com/mementohq/memento/workflow/control"
@@ -497,4 +498,54 @@ func TestBudgetExhaustion(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRefusedResultIsAFailedAttempt: a step that returns nil with a result
+// the store refuses (a state over the size limit, a step that does not
+// exist) has failed: its attempts count, the run fails after MaxAttempts
+// with the refusal as the reason, and the step is not run again.
+func TestRefusedResultIsAFailedAttempt(t *testing.T) {
+	for name, run1 := range map[string]func(context.Context, *workflow.StepContext) error{
+		"state too large": func(_ context.Context, sc *workflow.StepContext) error {
+			return sc.Set("blob", strings.Repeat("x", 20000))
+		},
+		"unknown step": func(_ context.Context, sc *workflow.StepContext) error {
+			sc.Goto("nowhere")
+			return nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := memstore.New()
+			e := env{runs: run.NewService(s, run.Options{MaxStateBytes: 10000}), ops: toolop.NewService(s, nil)}
+			var calls atomic.Int32
+			w := workflow.Workflow{Name: "big", Version: "1", Steps: []workflow.Step{
+				{Name: "a", MaxAttempts: 2, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+					calls.Add(1)
+					return run1(ctx, sc)
+				}},
+				{Name: "b", Run: func(context.Context, *workflow.StepContext) error { return nil }},
+			}}
+			eng := newEngine(t, e, nil, workflow.Options{}, w)
+			r, err := eng.Execute(t.Context(), "big", "r1", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status != run.StatusFailed || !strings.Contains(r.StatusReason, "after 2 attempts") || !(strings.Contains(r.StatusReason, "size limit") || strings.Contains(r.StatusReason, "nowhere")) || calls.Load() != 2 {
+				t.Fatalf("status %s (%s) after %d runs of the step, want failed after 2", r.Status, r.StatusReason, calls.Load())
+			}
+			evs, err := e.runs.Events(t.Context(), "default", "r1", 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := 0
+			for _, ev := range evs {
+				if ev.EventType == workflow.EventStepFailed {
+					failed++
+				}
+			}
+			if failed != 2 {
+				t.Fatalf("%d step.failed events, want 2: %+v", failed, evs)
+			}
+		})
+	}
 }
