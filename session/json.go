@@ -1,6 +1,8 @@
 package session
 
 import (
+	"strings"
+	"regexp"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -126,6 +128,10 @@ type jsonDoc struct {
 // batch gathers the strings of one request for a single Protect call.
 type batch struct {
 	texts []string
+	// created are the vault references Protect made for this request: a
+	// request that then fails forgets them (Service.unprotect), so a
+	// refused write leaves no personal data behind in the vault either.
+	created []string
 }
 
 func (b *batch) addText(s string) int {
@@ -151,9 +157,21 @@ func (b *batch) protect(ctx context.Context, r Redactor, tenantID string) error 
 	if len(out) != len(b.texts) {
 		return fmt.Errorf("redact personal data: %d texts in, %d out", len(b.texts), len(out))
 	}
+	for i, t := range out {
+		if t != b.texts[i] {
+			for _, ref := range refPattern.FindAllString(t, -1) {
+				if !strings.Contains(b.texts[i], ref) {
+					b.created = append(b.created, ref)
+				}
+			}
+		}
+	}
 	b.texts = out
 	return nil
 }
+
+// refPattern finds vault references ("pii:<kind>:<id>") in a protected text.
+var refPattern = regexp.MustCompile(`pii:[a-z]+:[a-z]+`)
 
 func (b *batch) doc(d *jsonDoc) (json.RawMessage, error) {
 	i := d.start

@@ -201,23 +201,50 @@ func (s *Service) decodeState(state json.RawMessage) (any, error) {
 
 // finishState redacts (through b), re-encodes and checks the size and schema
 // of a decoded state.
-func (s *Service) finishState(ctx context.Context, tenantID, app string, v any) (json.RawMessage, error) {
+// It returns the vault references it made, for the caller to forget if
+// the write then fails; it forgets them itself when it refuses the state.
+func (s *Service) finishState(ctx context.Context, tenantID, app string, v any) (json.RawMessage, []string, error) {
 	var b batch
 	d := b.addDoc(v)
 	if err := b.protect(ctx, s.opts.Redactor, tenantID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out, err := b.doc(d)
+	if err == nil && len(out) > s.opts.MaxStateBytes {
+		err = s.tooLarge(len(out))
+	} else if err == nil {
+		err = s.validateSchema(app, out)
+	} else {
+		err = fmt.Errorf("encode state: %w", err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("encode state: %w", err)
+		s.unprotect(ctx, tenantID, b.created)
+		return nil, nil, err
 	}
-	if len(out) > s.opts.MaxStateBytes {
-		return nil, s.tooLarge(len(out))
+	return out, b.created, nil
+}
+
+// Forgetter is an optional Redactor capability (pii.Vault has it): delete
+// a reference it made, so that a request that fails after its personal
+// data was protected leaves none of it behind.
+type Forgetter interface {
+	Forget(ctx context.Context, tenantID, ref string) error
+}
+
+// unprotect forgets the vault references a failed request made. It runs
+// detached from the request (which may have failed by its deadline), with
+// a bound of its own; a reference it cannot delete expires with the vault's
+// retention.
+func (s *Service) unprotect(ctx context.Context, tenantID string, refs []string) {
+	f, ok := s.opts.Redactor.(Forgetter)
+	if !ok || len(refs) == 0 {
+		return
 	}
-	if err := s.validateSchema(app, out); err != nil {
-		return nil, err
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for _, ref := range refs {
+		_ = f.Forget(ctx, tenantID, ref)
 	}
-	return out, nil
 }
 
 func (s *Service) ttl(d time.Duration) (time.Duration, error) {
@@ -254,7 +281,7 @@ func (s *Service) Put(ctx context.Context, tenantID, sessionID string, req PutRe
 	if err != nil {
 		return Session{}, false, err
 	}
-	state, err := s.finishState(ctx, tenantID, req.App, v)
+	state, refs, err := s.finishState(ctx, tenantID, req.App, v)
 	if err != nil {
 		return Session{}, false, err
 	}
@@ -263,6 +290,7 @@ func (s *Service) Put(ctx context.Context, tenantID, sessionID string, req PutRe
 		State: state, TTL: ttl, ExpectedRevision: req.ExpectedRevision,
 	})
 	if err != nil {
+		s.unprotect(ctx, tenantID, refs)
 		return Session{}, false, wrapOnce(fmt.Sprintf("put session %s", sessionID), err)
 	}
 	return sess, created, nil
@@ -305,6 +333,7 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 	if _, ok := pv.(map[string]any); !ok {
 		return Session{}, invalid("a merge patch of session state must be a JSON object")
 	}
+	var refs []string
 	if !s.cleanJSON(patch) {
 		var b batch
 		d := b.addDoc(pv)
@@ -313,6 +342,7 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 		}
 		i := d.start
 		pv = substitute(d.v, b.texts, &i)
+		refs = b.created
 	}
 	p := pv.(map[string]any)
 	var mergeErr error
@@ -341,6 +371,7 @@ func (s *Service) Patch(ctx context.Context, tenantID, sessionID, userID string,
 		sess, err = s.readMergeSet(ctx, tenantID, sessionID, userID, expectedRevision, merge)
 	}
 	if err != nil {
+		s.unprotect(ctx, tenantID, refs)
 		if mergeErr != nil && err == mergeErr {
 			return Session{}, err
 		}
@@ -452,23 +483,27 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 	if err := b.protect(ctx, s.opts.Redactor, tenantID); err != nil {
 		return AppendResult{}, err
 	}
+	fail := func(err error) (AppendResult, error) {
+		s.unprotect(ctx, tenantID, b.created)
+		return AppendResult{}, err
+	}
 	out := make([]MessageInput, len(msgs))
 	for i, m := range msgs {
 		out[i] = MessageInput{Role: m.Role, Content: b.texts[refs[i].content], Metadata: refs[i].plain}
 		if refs[i].meta != nil {
 			meta, err := b.doc(refs[i].meta)
 			if err != nil {
-				return AppendResult{}, fmt.Errorf("encode metadata: %w", err)
+				return fail(fmt.Errorf("encode metadata: %w", err))
 			}
 			out[i].Metadata = meta
 		}
 		if n := len(out[i].Content) + len(out[i].Metadata); n > s.opts.MaxMessageBytes {
-			return AppendResult{}, fmt.Errorf("%w: message %d has %d bytes after personal data was replaced by references, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes)
+			return fail(fmt.Errorf("%w: message %d has %d bytes after personal data was replaced by references, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes))
 		}
 	}
 	res, err := s.store.Append(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages)
 	if err != nil {
-		return AppendResult{}, wrapOnce(fmt.Sprintf("append to session %s", sessionID), err)
+		return fail(wrapOnce(fmt.Sprintf("append to session %s", sessionID), err))
 	}
 	return res, nil
 }
@@ -554,20 +589,24 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	if err := b.protect(ctx, s.opts.Redactor, tenantID); err != nil {
 		return Session{}, err
 	}
+	fail := func(err error) (Session, error) {
+		s.unprotect(ctx, tenantID, b.created)
+		return Session{}, err
+	}
 	out := Summary{Text: b.texts[ti], ThroughSeq: sum.ThroughSeq}
 	if d != nil {
 		data, err := b.doc(d)
 		if err != nil {
-			return Session{}, fmt.Errorf("encode summary data: %w", err)
+			return fail(fmt.Errorf("encode summary data: %w", err))
 		}
 		out.Data = data
 	}
 	if n := len(out.Text) + len(out.Data); n > s.opts.MaxStateBytes {
-		return Session{}, fmt.Errorf("%w: summary has %d bytes after redaction, limit %d", ErrStateTooLarge, n, s.opts.MaxStateBytes)
+		return fail(fmt.Errorf("%w: summary has %d bytes after redaction, limit %d", ErrStateTooLarge, n, s.opts.MaxStateBytes))
 	}
 	sess, err := s.store.SetSummary(ctx, tenantID, sessionID, userID, out)
 	if err != nil {
-		return Session{}, wrapOnce(fmt.Sprintf("set summary of session %s", sessionID), err)
+		return fail(wrapOnce(fmt.Sprintf("set summary of session %s", sessionID), err))
 	}
 	return sess, nil
 }

@@ -1,0 +1,106 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mementohq/memento/pii"
+	"github.com/mementohq/memento/session"
+	"github.com/mementohq/memento/store/memstore"
+)
+
+// countingVault is a pii.Store that counts the records it holds.
+type countingVault struct {
+	pii.Store
+	mu   sync.Mutex
+	live map[string]bool
+}
+
+func (c *countingVault) PutRecords(ctx context.Context, recs []pii.Record) error {
+	if err := c.Store.PutRecords(ctx, recs); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range recs {
+		c.live[r.ID] = true
+	}
+	return nil
+}
+
+func (c *countingVault) DeleteRecord(ctx context.Context, tenantID, id string) error {
+	if err := c.Store.DeleteRecord(ctx, tenantID, id); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.live, id)
+	return nil
+}
+
+func (c *countingVault) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.live)
+}
+
+// TestRefusedWritesLeaveNoPersonalData: a session write that fails after
+// its personal data was protected (another user's session, a stale
+// revision, a state too large, a missing session) leaves no vault record.
+func TestRefusedWritesLeaveNoPersonalData(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	cv := &countingVault{Store: st, live: map[string]bool{}}
+	v, err := pii.NewVault(cv, pii.VaultOptions{Key: make([]byte, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := session.NewService(st, session.Options{Redactor: v, MaxStateBytes: 4096})
+	if _, _, err := svc.Put(ctx, "t1", "own", session.PutRequest{UserID: "u1", State: json.RawMessage(`{"mail":"ann@example.com"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if cv.count() != 1 {
+		t.Fatalf("%d vault records after one e-mail, want 1", cv.count())
+	}
+	many := make([]string, 300)
+	for i := range many {
+		many[i] = "w" + strings.Repeat("x", i%7) + "@example.com"
+	}
+	big, _ := json.Marshal(map[string]any{"mails": strings.Join(many, " ")})
+	for name, do := range map[string]func() error{
+		"another user's session": func() error {
+			_, _, err := svc.Put(ctx, "t1", "own", session.PutRequest{UserID: "u2", State: json.RawMessage(`{"m":"w1@x.co w2@x.co"}`)})
+			return err
+		},
+		"a stale patch": func() error {
+			_, err := svc.Patch(ctx, "t1", "own", "u1", 7, json.RawMessage(`{"m":"w1@x.co"}`))
+			return err
+		},
+		"a state too large": func() error {
+			_, _, err := svc.Put(ctx, "t1", "own", session.PutRequest{UserID: "u1", State: big})
+			return err
+		},
+		"a missing session's messages": func() error {
+			_, err := svc.Append(ctx, "t1", "nosuch", "u1", []session.MessageInput{{Role: "user", Content: "w1@x.co"}})
+			return err
+		},
+		"a missing session's summary": func() error {
+			_, err := svc.SetSummary(ctx, "t1", "nosuch", "u1", session.Summary{Text: "mail w1@x.co", ThroughSeq: 1})
+			return err
+		},
+	} {
+		if err := do(); err == nil {
+			t.Fatalf("%s: succeeded", name)
+		}
+		if n := cv.count(); n != 1 {
+			t.Fatalf("%s: %d vault records, want the 1 of the stored session", name, n)
+		}
+	}
+	if _, err := svc.Get(ctx, "t1", "own", "u1"); err != nil && !errors.Is(err, session.ErrNotFound) {
+		t.Fatal(err)
+	}
+}
