@@ -242,7 +242,8 @@ func DecodeCursor(c string) (time.Time, string, error) {
 		return time.Time{}, "", invalid("malformed cursor")
 	}
 	var cur cursor
-	if err := json.Unmarshal(b, &cur); err != nil || cur.R == "" {
+	if err := json.Unmarshal(b, &cur); err != nil || ValidID("cursor", cur.R) != nil {
+		// An id no run can have (NUL, invalid UTF-8) is no cursor we gave.
 		return time.Time{}, "", invalid("malformed cursor")
 	}
 	return time.UnixMicro(cur.C).UTC(), cur.R, nil
@@ -519,7 +520,7 @@ func DecodeCheckpointCursor(c string) (revision int64, label string, err error) 
 		return 0, "", invalid("malformed cursor")
 	}
 	var cur cursor
-	if err := json.Unmarshal(b, &cur); err != nil || cur.R == "" || cur.C < 1 {
+	if err := json.Unmarshal(b, &cur); err != nil || ValidID("cursor", cur.R) != nil || cur.C < 1 {
 		return 0, "", invalid("malformed cursor")
 	}
 	return cur.C, cur.R, nil

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -131,6 +132,13 @@ func TestOperationListCursors(t *testing.T) {
 			t.Fatalf("approval pages %v", got)
 		}
 		expectProblem(t, e.do(t, "GET", "/v1/runs/run-pages/operations?cursor=garbage", nil, nil), http.StatusUnprocessableEntity, "invalid-request")
+		// A well-formed cursor naming an id no run or label can have (a NUL,
+		// a space) is refused before any store, on every backend.
+		for _, forged := range []string{`{"c":1,"r":"\u0000"}`, `{"c":5,"r":"a b"}`} {
+			c := base64.RawURLEncoding.EncodeToString([]byte(forged))
+			expectProblem(t, e.do(t, "GET", "/v1/runs?cursor="+c, nil, nil), http.StatusUnprocessableEntity, "invalid-request")
+			expectProblem(t, e.do(t, "GET", "/v1/runs/run-pages/checkpoints?cursor="+c, nil, nil), http.StatusUnprocessableEntity, "invalid-request")
+		}
 		expectProblem(t, e.do(t, "GET", "/v1/runs/run-pages/approvals?limit=x", nil, nil), http.StatusBadRequest, "invalid-request")
 	})
 }

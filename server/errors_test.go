@@ -149,8 +149,12 @@ func TestEmptyPathSegmentIsNotFound(t *testing.T) {
 func TestOutOfRangeValuesSayWhy(t *testing.T) {
 	e := newEnv(t, "sqlite", envOptions{})
 	prov := `"provenance":{"source_type":"message","source_id":"m","validated_by":"user_stated"}`
+	// A number no double holds is refused before any field is read (422).
+	p := expectProblem(t, e.do(t, "POST", "/v1/memories", `{"subject_id":"u","key":"k","value":1,"confidence":1e400,`+prov+`}`, nil), http.StatusUnprocessableEntity, problem.InvalidRequest)
+	if !strings.Contains(p.Detail, "outside the range of a double") || !strings.Contains(p.Detail, "/confidence") {
+		t.Errorf("1e400: detail %q", p.Detail)
+	}
 	for _, c := range []struct{ body, want string }{
-		{`{"subject_id":"u","key":"k","value":1,"confidence":1e400,` + prov + `}`, "out of range"},
 		{`{"subject_id":"u","key":"k","value":1,"expires_at":"275760-01-01T00:00:00Z",` + prov + `}`, "years 0000 to 9999"},
 		{`{"subject_id":"u","key":"k","value":1,"schema_version":9223372036854775808,` + prov + `}`, "whole number"},
 		{`{"subject_id":"u","key":"k","value":1,"schema_version":1.5,` + prov + `}`, "whole number"},

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -78,6 +79,16 @@ func Check(b []byte, maxDepth int) error {
 			}
 			continue
 		}
+		if d.dec.PeekKind() == '0' {
+			v, err := d.dec.ReadValue()
+			if err != nil {
+				return classify(b, err)
+			}
+			if !numberInRange(v) {
+				return &Error{Text, fmt.Sprintf("the number %.40s at %s is outside the range of a double (beyond about ±1.8e308, or too small to tell from 0); JSON parsers, and so stores and clients, do not keep it", v, where(d.dec.StackPointer()))}
+			}
+			continue
+		}
 		tok, err := d.dec.ReadToken()
 		if err == io.EOF {
 			return nil
@@ -118,4 +129,28 @@ func where(p jsontext.Pointer) string {
 		return "the top level"
 	}
 	return fmt.Sprintf("%q", string(p))
+}
+
+// numberInRange tells whether a JSON number is one a double holds: not
+// infinite once parsed, and not a non-zero value that parses to 0. Such
+// numbers are refused because the stores disagree on them (PostgreSQL's
+// jsonb overflows past 1e131072 and writes 1e400 out as 401 digits, SQLite
+// keeps the text), and so do the clients that read them back. A plain
+// number of up to 300 characters needs no parse.
+func numberInRange(v []byte) bool {
+	if len(v) <= 300 && !bytes.ContainsAny(v, "eE") {
+		return true
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil {
+		return false
+	}
+	if f == 0 {
+		mant := v
+		if i := bytes.IndexAny(v, "eE"); i >= 0 {
+			mant = v[:i]
+		}
+		return !bytes.ContainsAny(mant, "123456789")
+	}
+	return true
 }
