@@ -293,10 +293,20 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) error {
-	var d toolop.Decision
-	if err := s.decodeJSON(w, r, &d); err != nil {
+	var in struct {
+		// A pointer, so that a decision that says neither is refused:
+		// taken as false it would be a rejection no later call can undo.
+		Approve *bool  `json:"approve"`
+		By      string `json:"by"`
+		Reason  string `json:"reason,omitempty"`
+	}
+	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
+	if in.Approve == nil {
+		return unprocessable("approve is required: true to approve, false to reject")
+	}
+	d := toolop.Decision{Approve: *in.Approve, By: in.By, Reason: in.Reason}
 	a, err := s.ops.Decide(r.Context(), tenant(r), r.PathValue("approval_id"), d)
 	if err != nil {
 		return err

@@ -128,6 +128,8 @@ func TestApprovalsAPI(t *testing.T) {
 			t.Fatalf("new approval: %s", res.body)
 		}
 		expectProblem(t, e.do(t, "POST", "/v1/approvals/"+a.ApprovalID+"/decision", map[string]any{"approve": true}, nil), http.StatusUnprocessableEntity, "invalid-request")
+		// A decision that says neither yes nor no is refused, not taken as a no.
+		expectProblem(t, e.do(t, "POST", "/v1/approvals/"+a.ApprovalID+"/decision", map[string]any{"by": "bob"}, nil), http.StatusUnprocessableEntity, "invalid-request")
 		res = e.do(t, "POST", "/v1/approvals/"+a.ApprovalID+"/decision", map[string]any{"approve": true, "by": "carol", "reason": "ok"}, nil)
 		if res.status != 200 || !strings.Contains(string(res.body), `"effective_status":"approved"`) {
 			t.Fatalf("decide: %d %s", res.status, res.body)
