@@ -85,6 +85,14 @@ func checkRequest(r *http.Request, rt *Route) error {
 			}
 		}
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if _, ok := r.Header["If-None-Match"]; ok {
+			return badRequest("If-None-Match is not supported on %s %s: the write would not be conditional on it", r.Method, rt.Path)
+		}
+		if _, ok := r.Header["If-Match"]; ok && !rt.IfMatch {
+			return badRequest("If-Match is not supported on %s %s: the write would not be conditional on it", r.Method, rt.Path)
+		}
+	}
 	if vs, ok := r.Header["If-Match"]; ok && strings.TrimSpace(strings.Join(vs, "")) == "" {
 		// An empty precondition is a client bug; ignoring it would turn a
 		// conditional write into an unconditional one.

@@ -49,7 +49,7 @@ func (s *Server) runRoutes() []Route {
 		{Method: http.MethodGet, Path: "/v1/runs/{run_id}/events", Handler: s.listEvents},
 		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/lease", Handler: s.acquireLease},
 		{Method: http.MethodDelete, Path: "/v1/runs/{run_id}/lease", Handler: s.releaseLease},
-		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/commit", Handler: s.commit},
+		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/commit", Handler: s.commit, IfMatch: true},
 		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/checkpoints", Handler: s.createCheckpoint},
 		{Method: http.MethodGet, Path: "/v1/runs/{run_id}/checkpoints", Handler: s.listCheckpoints},
 		{Method: http.MethodPost, Path: "/v1/runs/{run_id}/fork", Handler: s.forkRun},
@@ -210,17 +210,27 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
+	// ifMatch: the header alone names the revision (the body has none), so
+	// a stale one is a failed precondition (412); an expected_revision in
+	// the body is the run's own revision race (409), header or not.
+	ifMatch := false
 	if im := r.Header.Get("If-Match"); im != "" {
 		rev, err := ifMatchRevision(im, req.ExpectedRevision)
 		if err != nil {
 			return err
 		}
+		ifMatch = req.ExpectedRevision == 0 && strings.TrimSpace(im) != "*"
 		req.ExpectedRevision = rev
 	}
 	rn, ev, err := s.runs.Commit(r.Context(), tenant(r), runID(r), req)
 	if err != nil {
 		if outcomeUnknown(err) {
 			return commitOutcomeUnknown(err, runLocation(runID(r)))
+		}
+		if ifMatch && errors.Is(err, run.ErrRevisionConflict) {
+			// A failed If-Match is 412 (RFC 9110, DESIGN); the body's
+			// expected_revision alone is the run's own 409.
+			return &apiError{kind: problem.PreconditionFailed, detail: fmt.Sprintf("If-Match %s is not the run's revision", r.Header.Get("If-Match")), cause: err}
 		}
 		switch {
 		case errors.Is(err, run.ErrRevisionConflict):

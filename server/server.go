@@ -124,6 +124,10 @@ type Route struct {
 	// Role is the least role a key needs; 0 means reader for GET, writer otherwise.
 	Role    Role
 	Handler HandlerFunc
+	// IfMatch routes take an If-Match precondition; any other write with
+	// one (or any write with If-None-Match) is refused, never carried out
+	// as if it were unconditional.
+	IfMatch bool
 
 	pathParams []string // the {wildcards} of Path, checked on every request
 }

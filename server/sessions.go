@@ -32,9 +32,9 @@ var sessionSentinels = []sentinel{
 func (s *Server) sessionRoutes() []Route {
 	return []Route{
 		{Method: http.MethodGet, Path: "/v1/sessions", Handler: s.listSessions},
-		{Method: http.MethodPut, Path: "/v1/sessions/{session_id}", Handler: s.putSession},
+		{Method: http.MethodPut, Path: "/v1/sessions/{session_id}", Handler: s.putSession, IfMatch: true},
 		{Method: http.MethodGet, Path: "/v1/sessions/{session_id}", Handler: s.getSession},
-		{Method: http.MethodPatch, Path: "/v1/sessions/{session_id}", Handler: s.patchSession},
+		{Method: http.MethodPatch, Path: "/v1/sessions/{session_id}", Handler: s.patchSession, IfMatch: true},
 		{Method: http.MethodDelete, Path: "/v1/sessions/{session_id}", Handler: s.deleteSession},
 		{Method: http.MethodPost, Path: "/v1/sessions/{session_id}/close", Handler: s.closeSession},
 		{Method: http.MethodPost, Path: "/v1/sessions/{session_id}/messages", Handler: s.appendMessages},

@@ -420,3 +420,41 @@ func TestSessionClientRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// TestUnsupportedPreconditionsAreRefused: a write with a precondition its
+// route does not evaluate (If-Match on DELETE or on an append, If-None-Match
+// on any write) is refused and changes nothing, instead of done anyway; a
+// commit whose If-Match alone names a stale revision is a 412.
+func TestUnsupportedPreconditionsAreRefused(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	e.mustDo(t, "PUT", "/v1/sessions/im", `{"user_id":"u1","state":{"x":"orig"}}`, nil)
+	for _, c := range []struct{ method, path, body, header, value string }{
+		{"PUT", "/v1/sessions/im", `{"user_id":"u1","state":{"x":"clobber"}}`, "If-None-Match", "*"},
+		{"DELETE", "/v1/sessions/im?user_id=u1", "", "If-Match", `"99"`},
+		{"POST", "/v1/sessions/im/messages?user_id=u1", `{"messages":[{"role":"user","content":"hi"}]}`, "If-Match", `"99"`},
+		{"PUT", "/v1/sessions/im/summary?user_id=u1", `{"text":"x","through_seq":0}`, "If-Match", `"99"`},
+	} {
+		var body any
+		if c.body != "" {
+			body = c.body
+		}
+		p := expectProblem(t, e.do(t, c.method, c.path, body, map[string]string{c.header: c.value}), http.StatusBadRequest, problem.InvalidRequest)
+		if !strings.Contains(p.Detail, c.header) {
+			t.Fatalf("%s %s with %s: %q", c.method, c.path, c.header, p.Detail)
+		}
+	}
+	var got struct {
+		State        map[string]any `json:"state"`
+		MessageCount int            `json:"message_count"`
+	}
+	if err := json.Unmarshal(e.mustDo(t, "GET", "/v1/sessions/im?user_id=u1", "", nil).body, &got); err != nil || got.State["x"] != "orig" || got.MessageCount != 0 {
+		t.Fatalf("after the refused writes: %+v, %v", got, err)
+	}
+
+	r, l := e.leasedRun(t, "im-run")
+	req := commitReq(0, l, "a", `{}`)
+	p := expectProblem(t, e.do(t, "POST", "/v1/runs/"+r.RunID+"/commit", req, map[string]string{"If-Match": `"9"`}), http.StatusPreconditionFailed, problem.PreconditionFailed)
+	if p.CurrentRevision != 1 {
+		t.Fatalf("412 without the current revision: %+v", p)
+	}
+}
