@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -163,6 +164,7 @@ type Engine struct {
 	// sessionBackend names the store that holds sessions.
 	sessionBackend Backend
 	// closers run in reverse order on Close; pingers must all answer for Ready.
+	closeMu sync.Mutex
 	closers []func() error
 	pingers []namedPing
 }
@@ -380,13 +382,17 @@ func (e *Engine) Ready(ctx context.Context) error {
 // Close releases every backend Open acquired, last opened first, and
 // reports all failures.
 func (e *Engine) Close() error {
+	// Two goroutines closing at once: the second finds nothing left.
+	e.closeMu.Lock()
+	closers := e.closers
+	e.closers = nil
+	e.closeMu.Unlock()
 	var errs []error
-	for i := len(e.closers) - 1; i >= 0; i-- {
-		if err := e.closers[i](); err != nil {
+	for i := len(closers) - 1; i >= 0; i-- {
+		if err := closers[i](); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	e.closers = nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close memento: %w", err)
 	}

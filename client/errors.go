@@ -35,6 +35,9 @@ var kindSentinels = map[string]error{
 	problem.CheckpointExists:    run.ErrCheckpointExists,
 	problem.CheckpointNotFound:  run.ErrCheckpointNotFound,
 	problem.RevisionNotFound:    run.ErrRevisionNotFound,
+	problem.SchemaNotFound:      run.ErrSchemaNotFound,
+	problem.SchemaConflict:      run.ErrSchemaConflict,
+	problem.InvalidSchema:       run.ErrInvalidSchema,
 
 	problem.OperationNotFound:   toolop.ErrNotFound,
 	problem.DigestMismatch:      toolop.ErrDigestMismatch,

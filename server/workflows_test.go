@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 
@@ -81,4 +82,23 @@ func TestStateSchemasOverHTTP(t *testing.T) {
 			t.Fatalf("valid commit: %v", err)
 		}
 	})
+}
+
+// TestSchemaErrorsMatchTheirSentinels: through the client, schema errors
+// match the run package's sentinels, as in-process.
+func TestSchemaErrorsMatchTheirSentinels(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	ctx := context.Background()
+	if _, err := e.c.GetSchema(ctx, "wf", 1); !errors.Is(err, run.ErrSchemaNotFound) {
+		t.Fatalf("missing schema: %v", err)
+	}
+	if _, _, err := e.c.PutSchema(ctx, "wf", 1, json.RawMessage(`{"type":"object"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.c.PutSchema(ctx, "wf", 1, json.RawMessage(`{"type":"array"}`)); !errors.Is(err, run.ErrSchemaConflict) {
+		t.Fatalf("another schema at a registered version: %v", err)
+	}
+	if _, _, err := e.c.PutSchema(ctx, "wf", 2, json.RawMessage(`{"type":"bogus"}`)); !errors.Is(err, run.ErrInvalidSchema) {
+		t.Fatalf("an invalid schema: %v", err)
+	}
 }
