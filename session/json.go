@@ -1,13 +1,13 @@
 package session
 
 import (
-	"strings"
-	"regexp"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/mementohq/memento/internal/jsoncheck"
 )

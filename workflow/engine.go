@@ -547,7 +547,6 @@ func refusedResult(err error) bool {
 	return false
 }
 
-
 func (e *Engine) commit(ctx context.Context, r run.Run, l run.Lease, state json.RawMessage, next string, status run.Status, reason, eventType, stepID string, attempt int, payload any) (run.Run, error) {
 	var p json.RawMessage
 	if payload != nil {
