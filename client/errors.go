@@ -63,6 +63,9 @@ type Error struct {
 	// Facts some problems carry as extension members (zero when absent).
 	// CurrentRevision: the run's revision on a revision-conflict.
 	CurrentRevision int64
+	// ExpectedRevision: on a commit's revision-conflict, the revision the
+	// commit expected (the client sent it; the problem does not repeat it).
+	ExpectedRevision int64
 	// LeaseOwner and LeaseExpiresAt: who holds the lease on lease-held.
 	LeaseOwner     string
 	LeaseExpiresAt *time.Time
@@ -119,7 +122,7 @@ func (e *Error) As(target any) bool {
 		if e.Kind() != problem.RevisionConflict {
 			return false
 		}
-		*t = &run.RevisionConflictError{RunID: runOfPath(e.Path), Current: e.CurrentRevision}
+		*t = &run.RevisionConflictError{RunID: runOfPath(e.Path), Expected: e.ExpectedRevision, Current: e.CurrentRevision}
 		return true
 	case **run.LeaseHeldError:
 		if e.Kind() != problem.LeaseHeld {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"net/http"
 	"net/url"
@@ -175,6 +176,10 @@ func (c *Client) Commit(ctx context.Context, runID string, req run.CommitRequest
 	r.decode = func(raw []byte) bool { return jsonv2.Unmarshal(raw, &out) == nil }
 	_, err := c.do(ctx, r, &out, opts...)
 	if err != nil {
+		var ce *Error
+		if errors.As(err, &ce) && ce.ExpectedRevision == 0 {
+			ce.ExpectedRevision = req.ExpectedRevision
+		}
 		return CommitResult{}, err
 	}
 	return out, nil

@@ -172,7 +172,8 @@ func (v *Verifier) check(ctx context.Context, req Request, dry bool) (Result, er
 	if req.ExpectedRevision != 0 && r.StateRevision != req.ExpectedRevision {
 		add(CheckLease, Failed, "revision is %d, expected %d", r.StateRevision, req.ExpectedRevision)
 		res.Refused, res.FailedCheck, res.Run = true, CheckLease, r
-		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: %w: at %d, expected %d", req.RunID, run.ErrRevisionConflict, r.StateRevision, req.ExpectedRevision))
+		return res, v.abandon(ctx, req, l, fmt.Errorf("resume run %s: %w", req.RunID,
+			&run.RevisionConflictError{RunID: req.RunID, Expected: req.ExpectedRevision, Current: r.StateRevision}))
 	}
 	if dry {
 		add(CheckLease, Passed, "free for %s at revision %d (not taken: checked first)", req.Owner, r.StateRevision)

@@ -98,6 +98,10 @@ func TestOperationsAPI(t *testing.T) {
 			t.Fatalf("resume result: %s", res.body)
 		}
 		expectProblem(t, e.do(t, "POST", "/v1/runs/run-ops/resume", map[string]any{"owner": "worker-3"}, nil), http.StatusConflict, "lease-held")
+		// A resume that expects another revision says which one the run is at.
+		if p := expectProblem(t, e.do(t, "POST", "/v1/runs/run-ops/resume", map[string]any{"owner": "worker-2", "expected_revision": 1}, nil), http.StatusConflict, "revision-conflict"); p.CurrentRevision != rr.Run.StateRevision {
+			t.Fatalf("resume conflict: current_revision %d, want %d", p.CurrentRevision, rr.Run.StateRevision)
+		}
 		expectProblem(t, e.do(t, "GET", "/v1/operations/op_nope", nil, nil), http.StatusNotFound, "operation-not-found")
 		res = e.do(t, "GET", "/v1/runs/run-ops/operations", nil, nil)
 		schemas.validate(t, "OperationList", res.body)

@@ -41,7 +41,7 @@ func TestTypedErrorsCarryTheirFacts(t *testing.T) {
 		}
 		_, err := e.c.Commit(ctx, "t1", commitReq(1, l, "c", `{}`))
 		var rc *run.RevisionConflictError
-		if !errors.Is(err, run.ErrRevisionConflict) || !errors.As(err, &rc) || rc.Current != 3 || rc.RunID != "t1" {
+		if !errors.Is(err, run.ErrRevisionConflict) || !errors.As(err, &rc) || rc.Current != 3 || rc.Expected != 1 || rc.RunID != "t1" {
 			t.Fatalf("client error %v: typed %+v", err, rc)
 		}
 
