@@ -29,6 +29,13 @@ const (
 	codeInvalidRequest = -32600
 )
 
+// envelope is what the guard reads of a JSON-RPC message: a request has
+// a method and an id, a notification a method only, a response an id only.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+}
+
 // checkMessage refuses a JSON-RPC message that the SDK would otherwise read
 // leniently: malformed JSON, invalid UTF-8 or a lone surrogate (decoded to
 // U+FFFD and stored changed), NUL, or nesting past messageDepth. It
@@ -45,10 +52,7 @@ func checkMessage(b []byte) (resp []byte, ok bool) {
 		code = codeParseError
 	}
 	// The id, read leniently, so that the caller can match the refusal.
-	var env struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
+	var env envelope
 	_ = json.Unmarshal(b, &env)
 	id := json.RawMessage("null")
 	if len(env.ID) > 0 && code != codeParseError && jsoncheck.Check(env.ID, 1) == nil {
@@ -174,10 +178,7 @@ func (g *stdioGuard) readLine() (line []byte, tooLong bool, err error) {
 
 // track notes the id of a request (a message with a method and an id).
 func (g *stdioGuard) track(line []byte) {
-	var env struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
+	var env envelope
 	if json.Unmarshal(line, &env) != nil || env.Method == "" || len(env.ID) == 0 || string(env.ID) == "null" {
 		return
 	}
@@ -208,10 +209,7 @@ func (g *stdioGuard) Write(p []byte) (int, error) {
 
 // answered clears the id of a response from pending (g.mu held).
 func (g *stdioGuard) answered(line []byte) {
-	var env struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
+	var env envelope
 	if json.Unmarshal(line, &env) != nil || env.Method != "" || len(env.ID) == 0 {
 		return
 	}

@@ -2,13 +2,12 @@ package mcp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mementohq/memento/run"
@@ -134,9 +133,7 @@ func (t *toolset) checkpoint(ctx context.Context, c call, name, id, label, step 
 	// Each call holds the lease under its own name, so concurrent
 	// checkpoints of one run take turns instead of racing each other's
 	// commits (and one call's release never ends another's lease).
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	owner := "mcp:" + hex.EncodeToString(b)
+	owner := "mcp:" + uuid.NewString()
 	var l run.Lease
 	wait := 5 * time.Millisecond
 	for deadline := time.Now().Add(checkpointWait); ; {

@@ -120,6 +120,10 @@ func decodeError(err error) error {
 		return badRequest("cannot decode the body: %v", err)
 	}
 	path := strings.ReplaceAll(strings.TrimPrefix(string(se.JSONPointer), "/"), "/", ".")
+	goType := "" // the field's type, without pointers
+	if se.GoType != nil {
+		goType = strings.TrimLeft(se.GoType.String(), "*")
+	}
 	switch {
 	case errors.Is(se.Err, jsonv2.ErrUnknownName):
 		name := path
@@ -129,11 +133,11 @@ func decodeError(err error) error {
 		return badRequest("unknown field %q (field names are case-sensitive)", name)
 	case path == "":
 		return badRequest("the request body must be a JSON object")
-	case se.GoType != nil && se.JSONKind == '0' && (strings.HasPrefix(strings.TrimLeft(se.GoType.String(), "*"), "int") || strings.HasPrefix(strings.TrimLeft(se.GoType.String(), "*"), "uint")):
+	case se.JSONKind == '0' && (strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint")):
 		return badRequest("field %q must be a whole number within the field's range", path)
-	case se.GoType != nil && se.JSONKind == '0' && strings.HasPrefix(strings.TrimLeft(se.GoType.String(), "*"), "float"):
+	case se.JSONKind == '0' && strings.HasPrefix(goType, "float"):
 		return badRequest("field %q: the number is out of range", path)
-	case se.GoType != nil && se.JSONKind == '"' && strings.TrimLeft(se.GoType.String(), "*") == "time.Time":
+	case se.JSONKind == '"' && goType == "time.Time":
 		return badRequest("field %q must be an RFC 3339 time of the years 0000 to 9999, such as 2026-05-01T12:00:00Z", path)
 	case se.GoType != nil && se.JSONKind != 0:
 		return badRequest("field %q must be %s, not a JSON %s", path, jsonTypeName(se.GoType.String()), kindName(se.JSONKind))

@@ -209,19 +209,27 @@ func (s *Service) finishState(ctx context.Context, tenantID, app string, v any) 
 	if err := b.protect(ctx, s.opts.Redactor, tenantID); err != nil {
 		return nil, nil, err
 	}
-	out, err := b.doc(d)
-	if err == nil && len(out) > s.opts.MaxStateBytes {
-		err = s.tooLarge(len(out))
-	} else if err == nil {
-		err = s.validateSchema(app, out)
-	} else {
-		err = fmt.Errorf("encode state: %w", err)
-	}
+	out, err := s.checkState(app, &b, d)
 	if err != nil {
 		s.unprotect(ctx, tenantID, b.created)
 		return nil, nil, err
 	}
 	return out, b.created, nil
+}
+
+// checkState encodes the protected state and checks its size and schema.
+func (s *Service) checkState(app string, b *batch, d *jsonDoc) (json.RawMessage, error) {
+	out, err := b.doc(d)
+	if err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
+	}
+	if len(out) > s.opts.MaxStateBytes {
+		return nil, s.tooLarge(len(out))
+	}
+	if err := s.validateSchema(app, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Forgetter is an optional Redactor capability (pii.Vault has it): delete

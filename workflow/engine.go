@@ -476,7 +476,7 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 		}
 		payload["reason"] = susp.reason
 		return e.commit(ctx, r, l, state, step.Name, run.StatusSuspended, susp.reason, EventStepSuspended, step.Name, ctl.Attempt, payload)
-	case serr != nil:
+	default: // serr != nil: the step, or its refused result, failed
 		ctl.Spent = ctl.Spent.Add(sc.spend)
 		ctl.Attempt++
 		payload["error"] = serr.Error()
@@ -501,7 +501,6 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 		}
 		return nr, err
 	}
-	return r, fmt.Errorf("run %s: step %s ended neither done, failed nor suspended", r.RunID, step.Name)
 }
 
 // result is what a step that returned nil commits: its state with the
