@@ -229,8 +229,9 @@ func (c *Client) ListCheckpoints(ctx context.Context, runID, cursor string, limi
 }
 
 // Fork creates a new run from a past revision or checkpoint of runID.
-func (c *Client) Fork(ctx context.Context, runID string, req run.ForkRequest) (run.Run, error) {
+// With IdempotencyKey, a retried fork answers the run the first one made.
+func (c *Client) Fork(ctx context.Context, runID string, req run.ForkRequest, opts ...CallOption) (run.Run, error) {
 	var r run.Run
-	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(runID, "fork"), body: req}, &r)
+	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(runID, "fork"), body: req}, &r, opts...)
 	return r, err
 }

@@ -566,32 +566,70 @@ type ForkRequest struct {
 
 // Fork makes a new run from a past revision or checkpoint of a run.
 func (s *Service) Fork(ctx context.Context, tenantID, runID string, req ForkRequest) (Run, error) {
+	r, _, err := s.ForkKeyed(ctx, tenantID, runID, req, "")
+	return r, err
+}
+
+// forkIDSpace names the run ids ForkKeyed derives from idempotency keys.
+var forkIDSpace = uuid.MustParse("6f1c2a8e-3d4b-5c6d-8e9f-0a1b2c3d4e5f")
+
+// ForkKeyed is Fork with an idempotency key (as Create takes one): the same
+// fork asked again under the key answers the run the first made, with
+// created false, and the key with another revision or checkpoint of the
+// same run is ErrIdempotencyMismatch. Keys are scoped by the source run,
+// as the request path is. Without a run_id the key names the new run (a
+// UUID derived from tenant, source run and key), so a retry needs no record
+// beside the run itself; with one, a run of that id forked from the same
+// revision of the same run is the earlier answer.
+func (s *Service) ForkKeyed(ctx context.Context, tenantID, runID string, req ForkRequest, idempotencyKey string) (Run, bool, error) {
 	if (req.FromRevision == 0) == (req.Checkpoint == "") {
-		return Run{}, invalid("name exactly one of from_revision or checkpoint")
+		return Run{}, false, invalid("name exactly one of from_revision or checkpoint")
 	}
 	if req.FromRevision < 0 {
-		return Run{}, invalid("from_revision must be positive")
+		return Run{}, false, invalid("from_revision must be positive")
 	}
-	if req.RunID == "" {
+	if len(idempotencyKey) > MaxIDLength {
+		return Run{}, false, invalid("Idempotency-Key is longer than %d bytes", MaxIDLength)
+	}
+	derived := false
+	switch {
+	case req.RunID == "" && idempotencyKey != "":
+		req.RunID = uuid.NewSHA1(forkIDSpace, []byte(tenantID+"\x00"+runID+"\x00"+idempotencyKey)).String()
+		derived = true
+	case req.RunID == "":
 		req.RunID = uuid.Must(uuid.NewV7()).String()
-	} else if err := ValidID("run_id", req.RunID); err != nil {
-		return Run{}, err
+	default:
+		if err := ValidID("run_id", req.RunID); err != nil {
+			return Run{}, false, err
+		}
 	}
 	rev := req.FromRevision
 	if req.Checkpoint != "" {
 		cp, err := s.store.GetCheckpoint(ctx, tenantID, runID, req.Checkpoint)
 		if err != nil {
-			return Run{}, fmt.Errorf("fork run %s from checkpoint %q: %w", runID, req.Checkpoint, err)
+			return Run{}, false, fmt.Errorf("fork run %s from checkpoint %q: %w", runID, req.Checkpoint, err)
 		}
 		rev = cp.Revision
 	}
 	nr := NewRun{Run: Run{TenantID: tenantID, RunID: req.RunID, ParentRunID: runID, ParentRevision: rev}}
 	r, err := s.store.Fork(ctx, tenantID, runID, rev, nr)
+	if errors.Is(err, ErrAlreadyExists) && idempotencyKey != "" {
+		prev, gerr := s.store.GetRun(ctx, tenantID, req.RunID)
+		switch {
+		case gerr != nil:
+			// Deleted since (retention): the clash stands as it was.
+		case prev.ParentRunID == runID && prev.ParentRevision == rev:
+			s.schemas.see(tenantID, prev.RunID, prev.WorkflowName, prev.StateSchemaVersion)
+			return prev, false, nil
+		case derived:
+			return Run{}, false, fmt.Errorf("fork run %s at revision %d: %w (run %s was forked from revision %d)", runID, rev, ErrIdempotencyMismatch, prev.RunID, prev.ParentRevision)
+		}
+	}
 	if err != nil {
-		return Run{}, fmt.Errorf("fork run %s at revision %d: %w", runID, rev, err)
+		return Run{}, false, fmt.Errorf("fork run %s at revision %d: %w", runID, rev, err)
 	}
 	s.schemas.see(tenantID, r.RunID, r.WorkflowName, r.StateSchemaVersion)
-	return r, nil
+	return r, true, nil
 }
 
 // CheckSchema refuses a run whose state schema version cannot be brought to

@@ -426,12 +426,15 @@ func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	rn, err := s.runs.Fork(r.Context(), tenant(r), runID(r), req)
+	rn, created, err := s.runs.ForkKeyed(r.Context(), tenant(r), runID(r), req, r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", runLocation(rn.RunID))
 	w.Header().Set("ETag", revisionETag(rn.StateRevision))
+	if !created {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
 	writeJSON(w, http.StatusCreated, rn)
 	return nil
 }

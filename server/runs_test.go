@@ -190,6 +190,7 @@ func TestRunFlow(t *testing.T) {
 			t.Fatalf("fork from a missing checkpoint: %v", err)
 		}
 
+
 		// Release: 204, then the old lease is gone.
 		if err := e.c.ReleaseLease(ctx, "flow-1", l); err != nil {
 			t.Fatalf("release: %v", err)
@@ -380,6 +381,63 @@ func TestConcurrentCommitters(t *testing.T) {
 			!jsonEqual(after.run.State, []byte(fmt.Sprintf(`{"winner":%d}`, winner))) ||
 			after.events[1].EventType != fmt.Sprintf("step-%d", winner) {
 			t.Fatalf("after the race: run %+v, %d events", after.run, len(after.events))
+		}
+	})
+}
+
+// TestForkIdempotency: a fork retried under its Idempotency-Key answers the
+// run the first one made instead of making a second; the key sent with
+// another revision is refused, and a key never turns a clash into a fork.
+func TestForkIdempotency(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, envOptions{})
+		ctx := context.Background()
+		if _, _, err := e.c.CreateRun(ctx, run.CreateRequest{RunID: "flow-1", WorkflowName: "w", WorkflowVersion: "1", State: json.RawMessage(`{"n":0}`)}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := e.c.AcquireLease(ctx, "flow-1", "w1", 60*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.c.Commit(ctx, "flow-1", run.CommitRequest{ExpectedRevision: 1, Lease: l, Event: run.EventInput{EventType: "step"}, State: json.RawMessage(`{"n":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+
+		// A fork retried under its Idempotency-Key is the same run, not a
+		// second one; the key with another revision is refused.
+		key := map[string]string{"Idempotency-Key": "fork-k"}
+		first := e.do(t, "POST", "/v1/runs/flow-1/fork", map[string]any{"from_revision": 2}, key)
+		again := e.do(t, "POST", "/v1/runs/flow-1/fork", map[string]any{"from_revision": 2}, key)
+		var f1, f2 run.Run
+		_ = json.Unmarshal(first.body, &f1)
+		_ = json.Unmarshal(again.body, &f2)
+		if first.status != http.StatusCreated || again.status != http.StatusCreated || f1.RunID == "" || f1.RunID != f2.RunID ||
+			again.header.Get("Idempotent-Replayed") != "true" || first.header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("keyed fork twice: %d %s / %d %s", first.status, first.body, again.status, again.body)
+		}
+		if res := e.do(t, "POST", "/v1/runs/flow-1/fork", map[string]any{"from_revision": 1}, key); res.status != http.StatusUnprocessableEntity || !strings.HasSuffix(problemType(t, res.body), "/idempotency-mismatch") {
+			t.Fatalf("keyed fork, other revision: %d %s", res.status, res.body)
+		}
+		named, err := e.c.Fork(ctx, "flow-1", run.ForkRequest{FromRevision: 2, RunID: "flow-1-named"}, client.IdempotencyKey("fork-n"))
+		named2, err2 := e.c.Fork(ctx, "flow-1", run.ForkRequest{FromRevision: 2, RunID: "flow-1-named"}, client.IdempotencyKey("fork-n"))
+		if err != nil || err2 != nil || named.RunID != named2.RunID || named2.ParentRevision != 2 {
+			t.Fatalf("keyed fork with a run id: %+v %v / %+v %v", named, err, named2, err2)
+		}
+		if _, err := e.c.Fork(ctx, "flow-1", run.ForkRequest{FromRevision: 2, RunID: "flow-1-named"}); !errors.Is(err, run.ErrAlreadyExists) {
+			t.Fatalf("unkeyed fork onto an existing id: %v", err)
+		}
+		all, err := e.c.ListRuns(ctx, client.ListRunsOptions{Limit: 100})
+		if err != nil {
+			t.Fatalf("list runs: %v", err)
+		}
+		forks := 0
+		for _, r := range all.Items {
+			if r.ParentRunID == "flow-1" && r.ParentRevision == 2 {
+				forks++
+			}
+		}
+		if forks != 2 {
+			t.Fatalf("%d forks of flow-1 at revision 2, want 2 (one per key)", forks)
 		}
 	})
 }
