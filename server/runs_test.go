@@ -190,7 +190,6 @@ func TestRunFlow(t *testing.T) {
 			t.Fatalf("fork from a missing checkpoint: %v", err)
 		}
 
-
 		// Release: 204, then the old lease is gone.
 		if err := e.c.ReleaseLease(ctx, "flow-1", l); err != nil {
 			t.Fatalf("release: %v", err)
