@@ -23,6 +23,7 @@ var memorySentinels = map[string]error{
 	problem.MemoryForgotten:          memory.ErrTombstoned,
 	problem.MemoryConflict:           memory.ErrConflict,
 	problem.ExtractorNotConfigured:   memory.ErrNoExtractor,
+	problem.IdempotencyMismatch:      memory.ErrIdempotencyMismatch,
 }
 
 // memoryErr adds the memory sentinel of a problem to err, keeping the
@@ -66,10 +67,11 @@ func (w wireWrite) result() memory.AddResult {
 // AddMemory writes a claim with its provenance and says what happened:
 // added, superseded (Superseded names the replaced claim), merged into an
 // exact duplicate (MergedInto) or held for confirmation. A claim policy
-// does not keep is an error that errors.As makes a *memory.Refusal.
-func (c *Client) AddMemory(ctx context.Context, in memory.AddInput) (memory.AddResult, error) {
+// does not keep is an error that errors.As makes a *memory.Refusal. With
+// IdempotencyKey, a retry answers as the first add did.
+func (c *Client) AddMemory(ctx context.Context, in memory.AddInput, opts ...CallOption) (memory.AddResult, error) {
 	var out wireWrite
-	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/memories", body: addBody(in)}, &out)
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/v1/memories", body: addBody(in)}, &out, opts...)
 	if err != nil {
 		return memory.AddResult{}, memoryErr(err)
 	}

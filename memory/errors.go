@@ -20,6 +20,8 @@ var (
 	// ErrConflict is a concurrent change to the same key (the current claim
 	// moved) or a transition from a status that does not allow it.
 	ErrConflict = errors.New("the claim changed concurrently or is not in a status that allows this")
+	// ErrIdempotencyMismatch is an Idempotency-Key sent again with another claim.
+	ErrIdempotencyMismatch = errors.New("idempotency key reused with a different claim")
 	// ErrNoExtractor is Extract on a Service without an extractor; it is
 	// also ErrInvalidInput.
 	ErrNoExtractor = fmt.Errorf("%w: no extractor is configured", ErrInvalidInput)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -149,10 +150,80 @@ var ErrRefused = errors.New("refused by memory policy")
 // superseding it, a forgotten one blocked by its tombstone. A refusal is a
 // *Refusal error and writes nothing.
 func (s *Service) Add(ctx context.Context, tenantID string, in AddInput) (AddResult, error) {
+	res, _, err := s.AddKeyed(ctx, tenantID, in, "")
+	return res, err
+}
+
+// addKeySpace names the claim ids AddKeyed derives from idempotency keys.
+var addKeySpace = uuid.MustParse("2b7e1516-28ae-5d2a-a6f7-15884d09cf4f")
+
+// AddKeyed is Add under an idempotency key: the claim's id is derived from
+// the tenant and the key, so a retry of a write that kept a claim (added,
+// superseded, held) finds it and answers as the first time did, with
+// replayed true, and the key sent with another claim (subject, namespace,
+// key, value or provenance) is ErrIdempotencyMismatch. A retry of a write
+// that kept nothing (refused) or refreshed an existing claim (merged) is
+// decided again, and so answers the same.
+func (s *Service) AddKeyed(ctx context.Context, tenantID string, in AddInput, idempotencyKey string) (res AddResult, replayed bool, err error) {
+	if len(idempotencyKey) > MaxIDBytes {
+		return AddResult{}, false, fmt.Errorf("%w: Idempotency-Key is longer than %d bytes", ErrInvalidInput, MaxIDBytes)
+	}
 	c, ns, err := s.prepare(ctx, tenantID, in)
 	if err != nil {
-		return AddResult{}, err
+		return AddResult{}, false, err
 	}
+	if idempotencyKey == "" {
+		res, err := s.add(ctx, c, ns, in.Supersedes)
+		return res, false, err
+	}
+	c.MemoryID = uuid.NewSHA1(addKeySpace, []byte(tenantID+"\x00"+idempotencyKey)).String()
+	if res, ok, err := s.replay(ctx, c); ok || err != nil {
+		return res, ok, err
+	}
+	res, err = s.add(ctx, c, ns, in.Supersedes)
+	if err == nil && res.MergedInto == c.MemoryID {
+		// A concurrent request under the same key kept it just before.
+		return s.replay(ctx, c)
+	}
+	if err != nil {
+		// A concurrent request under the same key may have kept it first.
+		if prev, ok, rerr := s.replay(ctx, c); ok && rerr == nil {
+			return prev, true, nil
+		}
+	}
+	return res, false, err
+}
+
+// replay answers a keyed add whose claim (c.MemoryID) exists already.
+func (s *Service) replay(ctx context.Context, c Claim) (AddResult, bool, error) {
+	prev, err := s.store.Get(ctx, c.TenantID, c.MemoryID)
+	if errors.Is(err, ErrNotFound) {
+		return AddResult{}, false, nil
+	}
+	if err != nil {
+		return AddResult{}, false, fmt.Errorf("read claim %s: %w", c.MemoryID, err)
+	}
+	if prev.SubjectID != c.SubjectID || prev.ValueDigest != c.ValueDigest || !sameSource(prev.Provenance, c.Provenance) {
+		return AddResult{}, false, fmt.Errorf("claim %s: %w", prev.MemoryID, ErrIdempotencyMismatch)
+	}
+	res := AddResult{Claim: prev, Outcome: OutcomeAdded, Superseded: prev.Supersedes}
+	switch {
+	case prev.Status == StatusHeld:
+		res.Outcome, res.Reason = OutcomeHeld, heldReason(prev)
+	case prev.Supersedes != "":
+		res.Outcome = OutcomeSuperseded
+	}
+	return res, true, nil
+}
+
+// sameSource tells whether two provenances name the same source.
+func sameSource(a, b Provenance) bool {
+	return a.SourceType == b.SourceType && a.SourceID == b.SourceID && a.SourceVersion == b.SourceVersion &&
+		a.RunID == b.RunID && a.EventSeq == b.EventSeq && slices.Equal(a.MessageIDs, b.MessageIDs)
+}
+
+// add applies policy to a prepared claim and writes it.
+func (s *Service) add(ctx context.Context, c Claim, ns Namespace, supersedes string) (AddResult, error) {
 	if r := policy(c, ns); r != nil {
 		if r.held {
 			c.Status = StatusHeld
@@ -160,7 +231,7 @@ func (s *Service) Add(ctx context.Context, tenantID string, in AddInput) (AddRes
 			return AddResult{Outcome: OutcomeRefused, Reason: r.reason}, &Refusal{Reason: r.reason, Err: r.err}
 		}
 	}
-	return s.write(ctx, c, in.Supersedes)
+	return s.write(ctx, c, supersedes)
 }
 
 // prepare validates in and builds the claim to write (status current).

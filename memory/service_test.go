@@ -127,6 +127,44 @@ func TestExactDuplicateMergesIntoTheCurrentClaim(t *testing.T) {
 	}
 }
 
+// TestIdempotencyKeyReplaysTheFirstAnswer: an add retried under its key
+// answers as the first did (the same claim, outcome and one confirmation),
+// even after a later claim superseded it, and the key with another claim
+// is refused. Keys are per tenant.
+func TestIdempotencyKeyReplaysTheFirstAnswer(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	in := memory.AddInput{SubjectID: "u1", Key: "preference.language", Value: str("English"), Provenance: prov()}
+	first, replayed, err := s.AddKeyed(ctx, "t1", in, "k-1")
+	if err != nil || replayed || first.Outcome != memory.OutcomeAdded {
+		t.Fatalf("first = %+v replayed=%v %v", first, replayed, err)
+	}
+	again, replayed, err := s.AddKeyed(ctx, "t1", in, "k-1")
+	if err != nil || !replayed || again.Outcome != memory.OutcomeAdded || again.Claim.MemoryID != first.Claim.MemoryID || again.Claim.Confirmations != 1 {
+		t.Fatalf("retry = %+v replayed=%v %v; want the first answer, one confirmation", again, replayed, err)
+	}
+	other := in
+	other.Value = str("French")
+	if _, _, err := s.AddKeyed(ctx, "t1", other, "k-1"); !errors.Is(err, memory.ErrIdempotencyMismatch) {
+		t.Fatalf("same key, another value: %v", err)
+	}
+	later := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "preference.language", Value: str("Russian")})
+	if later.Outcome != memory.OutcomeSuperseded {
+		t.Fatalf("later = %+v", later)
+	}
+	late, replayed, err := s.AddKeyed(ctx, "t1", in, "k-1")
+	if err != nil || !replayed || late.Claim.MemoryID != first.Claim.MemoryID || late.Claim.Status != memory.StatusSuperseded {
+		t.Fatalf("retry after a correction = %+v replayed=%v %v; want the first claim, not English back", late, replayed, err)
+	}
+	cur, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1"})
+	if len(cur) != 1 || string(cur[0].Value) != `"Russian"` {
+		t.Fatalf("current = %+v, want only Russian", cur)
+	}
+	if res, replayed, err := s.AddKeyed(ctx, "t2", in, "k-1"); err != nil || replayed || res.Outcome != memory.OutcomeAdded {
+		t.Fatalf("the same key in another tenant: %+v replayed=%v %v", res, replayed, err)
+	}
+}
+
 func TestPolicy(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t, memstore.New().Memory(), nil)

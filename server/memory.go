@@ -21,6 +21,7 @@ var memorySentinels = []sentinel{
 	{memory.ErrTombstoned, problem.MemoryForgotten, 0},
 	{memory.ErrRefused, problem.MemoryRefused, 0},
 	{memory.ErrConflict, problem.MemoryConflict, 0},
+	{memory.ErrIdempotencyMismatch, problem.IdempotencyMismatch, 0},
 	{memory.ErrInvalidInput, problem.InvalidRequest, http.StatusUnprocessableEntity},
 }
 
@@ -107,7 +108,7 @@ func (s *Server) addMemory(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
-	res, err := s.memory.Add(r.Context(), tenant(r), in)
+	res, replayed, err := s.memory.AddKeyed(r.Context(), tenant(r), in, r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		reread := "/v1/memories?subject_id=" + url.QueryEscape(in.SubjectID) + "&key=" + url.QueryEscape(in.Key)
 		err = memoryWriteFailed(err, reread)
@@ -122,6 +123,9 @@ func (s *Server) addMemory(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusOK
 	}
 	w.Header().Set("Location", memoryLocation(res.Claim.MemoryID))
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
 	writeJSON(w, status, writeResponse(res))
 	return nil
 }

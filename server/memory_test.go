@@ -227,6 +227,31 @@ func TestMemoryDuplicateMerged(t *testing.T) {
 	})
 }
 
+// TestMemoryIdempotencyKey: an add retried under its Idempotency-Key is
+// the first answer again (201 added, the same claim, one confirmation,
+// Idempotent-Replayed), and the key with another value is 422
+// idempotency-mismatch with nothing changed, on every backend.
+func TestMemoryIdempotencyKey(t *testing.T) {
+	forEachMemoryBackend(t, func(t *testing.T, backend string) {
+		e := newMemEnv(t, backend, memory.Options{})
+		hdr := map[string]string{"Idempotency-Key": "add-1"}
+		for k, v := range e.a {
+			hdr[k] = v
+		}
+		body := claimBody("kim", "language", "Korean", "m-1")
+		first := e.do(t, "POST", "/v1/memories", body, hdr)
+		again := e.do(t, "POST", "/v1/memories", body, hdr)
+		c1, c2 := decodeAs[wireClaim](t, first, 201), decodeAs[wireClaim](t, again, 201)
+		if c1.MemoryID != c2.MemoryID || c2.Outcome != "added" || c2.Confirmations != 1 || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("retried add: %+v then %+v (replayed %q)", c1, c2, again.header.Get("Idempotent-Replayed"))
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/memories", claimBody("kim", "language", "Japanese", "m-1"), hdr), 422, "idempotency-mismatch")
+		if got := e.list(t, e.a, "subject_id=kim"); len(got) != 1 || got[0].MemoryID != c1.MemoryID || got[0].Confirmations != 1 {
+			t.Fatalf("claims after the retries: %+v", got)
+		}
+	})
+}
+
 // TestMemoryExpiredAndInvalidated: an expired claim and an invalidated one
 // never appear in reads or search.
 func TestMemoryExpiredAndInvalidated(t *testing.T) {
