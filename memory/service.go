@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ const (
 	MaxQueryBytes        = 4 << 10
 	// maxInsertRetries bounds retries when a concurrent write moved the
 	// current claim of a key between the read and the insert.
-	maxInsertRetries = 4
+	maxInsertRetries = 8
 )
 
 // Embedder turns texts into normalised vectors; llm's embedders implement it.
@@ -67,6 +68,7 @@ type Service struct {
 	opts     Options
 	index    *subjectCache
 	profiles *profileCache
+	keys     keyLocks
 }
 
 // NewService wires a Service to a Store.
@@ -349,8 +351,19 @@ func (s *Service) prepare(ctx context.Context, tenantID string, in AddInput) (Cl
 // write stores c (current or held) against the key's current claim:
 // refresh an exact duplicate, supersede another value, or add.
 func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddResult, error) {
+	unlock, err := s.keys.lock(ctx, c.TenantID+"\x00"+c.SubjectID+"\x00"+c.Namespace+"\x00"+c.Key)
+	if err != nil {
+		return AddResult{}, fmt.Errorf("write claim for key %s: %w", c.Key, err)
+	}
+	defer unlock()
 	var vec *Vector
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			// Another process moved the key's current claim: let it finish.
+			if err := backoff(ctx, attempt); err != nil {
+				return AddResult{}, fmt.Errorf("write claim for key %s: %w", c.Key, err)
+			}
+		}
 		cur, ok, err := s.currentOf(ctx, c.TenantID, c.SubjectID, c.Namespace, c.Key)
 		if err != nil {
 			return AddResult{}, err
@@ -808,3 +821,16 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 func approxTokens(s string) int { return (len(s) + 3) / 4 }
+
+// backoff waits a random time that grows with the attempt (at most 5 ms
+// times the attempt), or until ctx ends.
+func backoff(ctx context.Context, attempt int) error {
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(attempt) * int64(5*time.Millisecond))))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -248,6 +249,41 @@ func TestMemoryIdempotencyKey(t *testing.T) {
 		expectProblem(t, e.do(t, "POST", "/v1/memories", claimBody("kim", "language", "Japanese", "m-1"), hdr), 422, "idempotency-mismatch")
 		if got := e.list(t, e.a, "subject_id=kim"); len(got) != 1 || got[0].MemoryID != c1.MemoryID || got[0].Confirmations != 1 {
 			t.Fatalf("claims after the retries: %+v", got)
+		}
+	})
+}
+
+// TestMemoryConcurrentAddsToOneKey: writers that add to one key at once,
+// none naming what it supersedes, are all kept (201), one current claim and
+// every other in its history, instead of most answering 409 memory-conflict
+// for a race they did not ask to lose.
+func TestMemoryConcurrentAddsToOneKey(t *testing.T) {
+	forEachMemoryBackend(t, func(t *testing.T, backend string) {
+		e := newMemEnv(t, backend, memory.Options{})
+		const writers = 24
+		var wg sync.WaitGroup
+		codes := make(chan string, writers)
+		for i := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res := e.do(t, "POST", "/v1/memories", claimBody("zed", "city", fmt.Sprintf("city %d", i), "m-1"), e.a)
+				codes <- fmt.Sprintf("%d %s", res.status, res.body)
+			}()
+		}
+		wg.Wait()
+		close(codes)
+		for c := range codes {
+			if !strings.HasPrefix(c, "201 ") {
+				t.Errorf("concurrent add: %.300s", c)
+			}
+		}
+		cur := e.list(t, e.a, "subject_id=zed")
+		if len(cur) != 1 {
+			t.Fatalf("%d current claims, want 1", len(cur))
+		}
+		if h := decodeAs[wireList](t, e.do(t, "GET", "/v1/memories/"+cur[0].MemoryID+"/history", nil, e.a), 200).Items; len(h) != writers {
+			t.Fatalf("history holds %d claims, want %d (none lost)", len(h), writers)
 		}
 	})
 }
