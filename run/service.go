@@ -21,7 +21,7 @@ const DefaultMaxStateBytes = 1 << 20
 
 // Limits on identifiers and lists.
 const (
-	MaxIDLength     = 200
+	MaxIDLength     = 256 // as every id the HTTP API takes in a path
 	MaxListLimit    = 1000
 	DefaultListSize = 100
 	MaxLeaseTTL     = 24 * time.Hour

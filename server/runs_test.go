@@ -440,3 +440,26 @@ func TestForkIdempotency(t *testing.T) {
 		}
 	})
 }
+
+// TestIDsUpTo256Bytes: an id the API takes in a path (256 bytes) is one a
+// create takes in its body too, for runs and sessions alike, and one byte
+// more is refused by both.
+func TestIDsUpTo256Bytes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, envOptions{})
+		id := strings.Repeat("r", 256)
+		if res := e.do(t, "POST", "/v1/runs", map[string]any{"run_id": id, "workflow_name": "w", "workflow_version": "1"}, nil); res.status != http.StatusCreated {
+			t.Fatalf("create a run of a 256-byte id: %d %s", res.status, res.body)
+		}
+		if res := e.do(t, "GET", "/v1/runs/"+id, nil, nil); res.status != http.StatusOK {
+			t.Fatalf("get it: %d %s", res.status, res.body)
+		}
+		if res := e.do(t, "POST", "/v1/runs", map[string]any{"run_id": id + "r", "workflow_name": "w", "workflow_version": "1"}, nil); res.status != http.StatusUnprocessableEntity {
+			t.Fatalf("create a run of a 257-byte id: %d %s", res.status, res.body)
+		}
+		sid := strings.Repeat("s", 256)
+		if res := e.do(t, "PUT", "/v1/sessions/"+sid, map[string]any{"user_id": strings.Repeat("u", 256), "state": map[string]any{}}, nil); res.status != http.StatusCreated {
+			t.Fatalf("create a session of a 256-byte id: %d %s", res.status, res.body)
+		}
+	})
+}

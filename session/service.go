@@ -28,7 +28,7 @@ const (
 	DefaultMaxAppendBatch  = 100
 	DefaultListLimit       = 50
 	MaxListLimit           = 1000
-	MaxIDLength            = 200
+	MaxIDLength            = 256
 	MaxRoleLength          = 64
 )
 
