@@ -354,6 +354,19 @@ func (s *Service) Commit(ctx context.Context, tenantID, runID string, c CommitRe
 // validated against that one and the commit tried again.
 func (s *Service) commitChecked(ctx context.Context, tenantID, runID string, sc StoreCommit) (Run, Event, error) {
 	seen, ok := s.schemas.lastSeen(tenantID, runID)
+	if sc.StateSchemaVersion != 0 {
+		// A declared version (a migration, mostly: rare) is checked against
+		// the run as it is at the expected revision; at any other revision
+		// the store refuses the commit anyway.
+		r, err := s.store.GetRun(ctx, tenantID, runID)
+		if err != nil {
+			return Run{}, Event{}, err
+		}
+		if r.StateRevision == sc.ExpectedRevision && sc.StateSchemaVersion < r.StateSchemaVersion {
+			return Run{}, Event{}, invalid("state_schema_version %d is older than the run's %d: a state moves to newer schema versions only (migrations are not undone)", sc.StateSchemaVersion, r.StateSchemaVersion)
+		}
+		seen, ok = SchemaCheck{WorkflowName: r.WorkflowName, Version: r.StateSchemaVersion}, true
+	}
 	if !ok && !s.reg.empty() {
 		// Schemas registered in code need the workflow before the store call.
 		r, err := s.store.GetRun(ctx, tenantID, runID)

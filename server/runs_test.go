@@ -463,3 +463,36 @@ func TestIDsUpTo256Bytes(t *testing.T) {
 		}
 	})
 }
+
+// TestSchemaVersionNeverGoesBack: a commit may declare a newer state
+// schema version, never an older one (the migrations the run went through
+// would be applied again at its next resume); the refusal changes nothing.
+func TestSchemaVersionNeverGoesBack(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, envOptions{})
+		ctx := context.Background()
+		if _, _, err := e.c.CreateRun(ctx, run.CreateRequest{RunID: "v", WorkflowName: "w", WorkflowVersion: "1", State: json.RawMessage(`{"n":0}`)}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := e.c.AcquireLease(ctx, "v", "w1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit := func(rev int64, version int) (client.CommitResult, error) {
+			return e.c.Commit(ctx, "v", run.CommitRequest{ExpectedRevision: rev, Lease: l, Event: run.EventInput{EventType: "step"},
+				State: json.RawMessage(`{"n":1}`), StateSchemaVersion: version})
+		}
+		if res, err := commit(1, 3); err != nil || res.Run.StateSchemaVersion != 3 {
+			t.Fatalf("commit at version 3: %+v %v", res.Run, err)
+		}
+		if _, err := commit(2, 2); client.KindOf(err) != problem.InvalidRequest || client.StatusOf(err) != http.StatusUnprocessableEntity {
+			t.Fatalf("commit back to version 2: %v, want 422", err)
+		}
+		if r, err := e.c.GetRun(ctx, "v"); err != nil || r.StateRevision != 2 || r.StateSchemaVersion != 3 {
+			t.Fatalf("after the refusal: %+v %v", r, err)
+		}
+		if res, err := commit(2, 0); err != nil || res.Run.StateSchemaVersion != 3 {
+			t.Fatalf("commit declaring no version: %+v %v", res.Run, err)
+		}
+	})
+}
