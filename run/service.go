@@ -500,24 +500,42 @@ func (s *Service) validateCommit(c CommitRequest) (StoreCommit, error) {
 
 // Checkpoint labels a revision of a run (the current one if revision is 0).
 func (s *Service) Checkpoint(ctx context.Context, tenantID, runID, label string, revision int64) (Checkpoint, error) {
+	cp, _, err := s.CheckpointKeyed(ctx, tenantID, runID, label, revision, "")
+	return cp, err
+}
+
+// CheckpointKeyed is Checkpoint under an idempotency key: a retry finds the
+// label it made, at the revision it named (or at the run's current one),
+// and answers it with created false. Without a key, or for a label at
+// another revision, an existing label is ErrCheckpointExists: a checkpoint
+// is never moved.
+func (s *Service) CheckpointKeyed(ctx context.Context, tenantID, runID, label string, revision int64, idempotencyKey string) (Checkpoint, bool, error) {
 	if err := ValidID("label", label); err != nil {
-		return Checkpoint{}, err
+		return Checkpoint{}, false, err
 	}
 	if revision < 0 {
-		return Checkpoint{}, invalid("revision must not be negative")
+		return Checkpoint{}, false, invalid("revision must not be negative")
+	}
+	if len(idempotencyKey) > MaxIDLength {
+		return Checkpoint{}, false, invalid("Idempotency-Key is longer than %d bytes", MaxIDLength)
 	}
 	if revision == 0 {
 		r, err := s.store.GetRun(ctx, tenantID, runID)
 		if err != nil {
-			return Checkpoint{}, fmt.Errorf("checkpoint run %s: %w", runID, err)
+			return Checkpoint{}, false, fmt.Errorf("checkpoint run %s: %w", runID, err)
 		}
 		revision = r.StateRevision
 	}
 	cp, err := s.store.CreateCheckpoint(ctx, tenantID, runID, label, revision)
-	if err != nil {
-		return Checkpoint{}, fmt.Errorf("checkpoint run %s as %q: %w", runID, label, err)
+	if errors.Is(err, ErrCheckpointExists) && idempotencyKey != "" {
+		if prev, gerr := s.store.GetCheckpoint(ctx, tenantID, runID, label); gerr == nil && prev.Revision == revision {
+			return prev, false, nil
+		}
 	}
-	return cp, nil
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("checkpoint run %s as %q: %w", runID, label, err)
+	}
+	return cp, true, nil
 }
 
 // EncodeCheckpointCursor makes an opaque cursor from a checkpoint's keyset position.

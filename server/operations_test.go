@@ -164,6 +164,60 @@ func TestApprovalsAPI(t *testing.T) {
 	})
 }
 
+// TestApprovalAskedOnce: asking again for the approval of a request that
+// is pending or approved (a retry after a lost answer) answers that
+// approval (200), so no second one can be decided the other way; after a
+// rejection, asking again is a new question (201).
+func TestApprovalAskedOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, envOptions{})
+		e.leasedRun(t, "run-once")
+		ask := func(status int) string {
+			t.Helper()
+			res := e.do(t, "POST", "/v1/runs/run-once/approvals", map[string]any{"step_id": "pay", "request_digest": "sha256:aa", "ttl_ms": 60000}, nil)
+			var a struct {
+				ApprovalID string `json:"approval_id"`
+			}
+			if res.status != status || json.Unmarshal(res.body, &a) != nil || a.ApprovalID == "" {
+				t.Fatalf("ask: %d %s, want %d", res.status, res.body, status)
+			}
+			return a.ApprovalID
+		}
+		first := ask(http.StatusCreated)
+		if again := ask(http.StatusOK); again != first {
+			t.Fatalf("asked again while pending: %s, want %s", again, first)
+		}
+		decide := func(id string, approve bool) {
+			t.Helper()
+			if res := e.do(t, "POST", "/v1/approvals/"+id+"/decision", map[string]any{"approve": approve, "by": "carol"}, nil); res.status != http.StatusOK {
+				t.Fatalf("decide %s: %d %s", id, res.status, res.body)
+			}
+		}
+		decide(first, true)
+		if again := ask(http.StatusOK); again != first {
+			t.Fatalf("asked again once approved: %s, want %s", again, first)
+		}
+		res := e.do(t, "GET", "/v1/runs/run-once/approvals", nil, nil)
+		if n := strings.Count(string(res.body), `"approval_id"`); n != 1 {
+			t.Fatalf("%d approvals of one request, want 1: %s", n, res.body)
+		}
+		e.leasedRun(t, "run-twice")
+		res = e.do(t, "POST", "/v1/runs/run-twice/approvals", map[string]any{"step_id": "pay", "request_digest": "sha256:aa", "ttl_ms": 60000}, nil)
+		var a struct {
+			ApprovalID string `json:"approval_id"`
+		}
+		_ = json.Unmarshal(res.body, &a)
+		decide(a.ApprovalID, false)
+		res = e.do(t, "POST", "/v1/runs/run-twice/approvals", map[string]any{"step_id": "pay", "request_digest": "sha256:aa", "ttl_ms": 60000}, nil)
+		var b struct {
+			ApprovalID string `json:"approval_id"`
+		}
+		if res.status != http.StatusCreated || json.Unmarshal(res.body, &b) != nil || b.ApprovalID == a.ApprovalID {
+			t.Fatalf("asked again after a rejection: %d %s", res.status, res.body)
+		}
+	})
+}
+
 // TestOperationsClient drives the same routes through the Go client, whose
 // errors match the domain sentinels.
 func TestOperationsClient(t *testing.T) {

@@ -396,9 +396,12 @@ func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	cp, err := s.runs.Checkpoint(r.Context(), tenant(r), runID(r), req.Label, req.Revision)
+	cp, created, err := s.runs.CheckpointKeyed(r.Context(), tenant(r), runID(r), req.Label, req.Revision, r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
+	}
+	if !created {
+		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	writeJSON(w, http.StatusCreated, cp)
 	return nil

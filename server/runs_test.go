@@ -496,3 +496,24 @@ func TestSchemaVersionNeverGoesBack(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckpointIdempotency: a checkpoint retried under its Idempotency-Key
+// answers the label it made (201, Idempotent-Replayed); the label at
+// another revision, or asked again without a key, is still 409.
+func TestCheckpointIdempotency(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, envOptions{})
+		_, l := e.leasedRun(t, "cp-run")
+		if _, err := e.c.Commit(context.Background(), "cp-run", run.CommitRequest{ExpectedRevision: 1, Lease: l, Event: run.EventInput{EventType: "step"}, State: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		key := map[string]string{"Idempotency-Key": "cp-k"}
+		first := e.do(t, "POST", "/v1/runs/cp-run/checkpoints", map[string]any{"label": "cpx"}, key)
+		again := e.do(t, "POST", "/v1/runs/cp-run/checkpoints", map[string]any{"label": "cpx"}, key)
+		if first.status != http.StatusCreated || again.status != http.StatusCreated || again.header.Get("Idempotent-Replayed") != "true" || !jsonEqual(first.body, again.body) {
+			t.Fatalf("keyed checkpoint twice: %d %s / %d %s", first.status, first.body, again.status, again.body)
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/runs/cp-run/checkpoints", map[string]any{"label": "cpx"}, nil), http.StatusConflict, "checkpoint-exists")
+		expectProblem(t, e.do(t, "POST", "/v1/runs/cp-run/checkpoints", map[string]any{"label": "cpx", "revision": 1}, key), http.StatusConflict, "checkpoint-exists")
+	})
+}

@@ -394,9 +394,17 @@ func (s *Service) RequestApproval(ctx context.Context, tenantID string, req Appr
 		if err != nil {
 			return Approval{}, false, err
 		}
-		n := 0
+		// One request of a step is asked once: while an approval of it is
+		// pending or in force, asking again (a retry after a lost answer,
+		// another worker) answers that one, so no second approval can be
+		// decided the other way. After a rejection or an expiry the next
+		// generation is a new question.
+		now, n := s.Now(), 0
 		for _, a := range prev {
 			if a.StepID == req.StepID && a.RequestDigest == req.RequestDigest {
+				if live := a.Status == ApprovalPending || a.Status == ApprovalApproved; live && now.Before(a.ExpiresAt) {
+					return a, false, nil
+				}
 				n++
 			}
 		}
