@@ -246,6 +246,7 @@ func (s *Service) prepare(ctx context.Context, tenantID string, in AddInput) (Cl
 			return Claim{}, Namespace{}, err
 		}
 	}
+	in.Key = NormalizeKey(in.Key)
 	if in.Supersedes != "" {
 		if err := checkID("supersedes", in.Supersedes); err != nil {
 			return Claim{}, Namespace{}, err
@@ -551,7 +552,7 @@ func (s *Service) listQuery(tenantID string, q Query) (ListQuery, error) {
 	if q.SchemaVersion < 0 {
 		return ListQuery{}, fmt.Errorf("%w: schema_version must not be negative", ErrInvalidInput)
 	}
-	lq := ListQuery{TenantID: tenantID, SubjectID: q.SubjectID, Namespace: q.Namespace, Key: q.Key, MaxSchemaVersion: q.SchemaVersion, Limit: q.Limit}
+	lq := ListQuery{TenantID: tenantID, SubjectID: q.SubjectID, Namespace: q.Namespace, Key: NormalizeKey(q.Key), MaxSchemaVersion: q.SchemaVersion, Limit: q.Limit}
 	if q.Cursor != "" {
 		t, id, err := decodeCursor(q.Cursor)
 		if err != nil {
@@ -757,6 +758,11 @@ func (s *Service) forgetCached(tenantID, subjectID, memoryID string) {
 	s.index.remove(tenantID, subjectID, memoryID)
 	s.profiles.drop(tenantID, subjectID)
 }
+
+// NormalizeKey is a claim's key as stored and looked up: keys name facts,
+// and "Home.City" is the fact "home.city" is, so a claim cannot escape the
+// supersession or the tombstone of its key by spelling it in other case.
+func NormalizeKey(k string) string { return strings.ToLower(k) }
 
 func checkID(name, v string) error {
 	if v == "" {

@@ -252,6 +252,34 @@ func TestExpiryInvalidationAndAsOf(t *testing.T) {
 	}
 }
 
+// TestKeyCaseIsOneKey: a key spelt in other case is the same key: it
+// supersedes or merges into the claim of the key, is read back under any
+// spelling, and cannot pass the key's tombstone.
+func TestKeyCaseIsOneKey(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	first := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "home.city", Value: str("Oslo")})
+	dup := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "Home.City", Value: str("oslo")})
+	if dup.Outcome != memory.OutcomeMerged || dup.MergedInto != first.Claim.MemoryID {
+		t.Fatalf("the same fact under Home.City = %+v, want merged into %s", dup, first.Claim.MemoryID)
+	}
+	moved := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "HOME.CITY", Value: str("Bergen")})
+	if moved.Outcome != memory.OutcomeSuperseded || moved.Superseded != first.Claim.MemoryID {
+		t.Fatalf("a new value under HOME.CITY = %+v, want it to supersede %s", moved, first.Claim.MemoryID)
+	}
+	if cs, _, err := s.List(ctx, "t1", memory.Query{SubjectID: "u1", Key: "Home.city"}); err != nil || len(cs) != 1 || string(cs[0].Value) != `"Bergen"` {
+		t.Fatalf("read under Home.city = %+v, %v", cs, err)
+	}
+	if _, err := s.Forget(ctx, "t1", "u1", "", "asked"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"home.city", "Home.City", "HOME.CITY"} {
+		if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Key: k, Value: str("Bergen"), Provenance: prov()}); !errors.Is(err, memory.ErrTombstoned) {
+			t.Fatalf("the forgotten fact under %s: %v, want the tombstone to block it", k, err)
+		}
+	}
+}
+
 func TestForgetReachesEveryCopyAndTombstonesBlockReplay(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New().Memory()

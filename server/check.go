@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -59,6 +61,9 @@ func checkRequest(r *http.Request, rt *Route) error {
 			return err
 		}
 		for k, vs := range q {
+			if rt.queryParams != nil && !rt.queryParams[k] {
+				return badRequest("unknown query parameter %q on %s %s (it takes: %s)", k, rt.Method, rt.Path, strings.Join(slices.Sorted(maps.Keys(rt.queryParams)), ", "))
+			}
 			if len(k) > MaxIDBytes {
 				return unprocessable("a query parameter name is longer than %d bytes", MaxIDBytes)
 			}

@@ -288,6 +288,27 @@ func TestMemoryConcurrentAddsToOneKey(t *testing.T) {
 	})
 }
 
+// TestUnknownQueryParameterOnAWrite: a misspelt query parameter on a write
+// is refused (400) instead of ignored: a forget whose namespace filter is
+// misspelt would otherwise erase every namespace of the subject.
+func TestUnknownQueryParameterOnAWrite(t *testing.T) {
+	forEachMemoryBackend(t, func(t *testing.T, backend string) {
+		e := newMemEnv(t, backend, memory.Options{})
+		e.add(t, e.a, with(claimBody("fq", "k", "va", "m-1"), "namespace", "a"), 201)
+		e.add(t, e.a, with(claimBody("fq", "k", "vb", "m-2"), "namespace", "b"), 201)
+		expectProblem(t, e.do(t, "DELETE", "/v1/subjects/fq/memories?namspace=a", nil, e.a), 400, "invalid-request")
+		if got := e.list(t, e.a, "subject_id=fq"); len(got) != 2 {
+			t.Fatalf("after a refused forget: %d claims, want 2", len(got))
+		}
+		if res := e.do(t, "DELETE", "/v1/subjects/fq/memories?namespace=a", nil, e.a); res.status != 200 {
+			t.Fatalf("forget of namespace a: %d %s", res.status, res.body)
+		}
+		if got := e.list(t, e.a, "subject_id=fq"); len(got) != 1 || got[0].Namespace != "b" {
+			t.Fatalf("after forgetting namespace a: %+v", got)
+		}
+	})
+}
+
 // TestMemoryExpiredAndInvalidated: an expired claim and an invalidated one
 // never appear in reads or search.
 func TestMemoryExpiredAndInvalidated(t *testing.T) {

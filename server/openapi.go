@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -134,4 +135,62 @@ func problemCatalogue() []problemEntry {
 	}
 	slices.SortFunc(out, func(a, b problemEntry) int { return strings.Compare(a.Type, b.Type) })
 	return out
+}
+
+// documentedQueryParams reads, per route pattern ("DELETE /v1/..."), the
+// query parameters the API document gives the operation and its path (an
+// empty set when it has none).
+func documentedQueryParams(doc []byte) (map[string]map[string]bool, error) {
+	type param struct {
+		Ref  string `json:"$ref"`
+		Name string `json:"name"`
+		In   string `json:"in"`
+	}
+	var d struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Parameters map[string]param `json:"parameters"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	add := func(set map[string]bool, raw json.RawMessage) error {
+		var ps []param
+		if len(raw) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(raw, &ps); err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if p.Ref != "" {
+				p = d.Components.Parameters[strings.TrimPrefix(p.Ref, "#/components/parameters/")]
+			}
+			if p.In == "query" {
+				set[p.Name] = true
+			}
+		}
+		return nil
+	}
+	out := map[string]map[string]bool{}
+	for path, item := range d.Paths {
+		for method, op := range item {
+			if !httpMethods[method] {
+				continue
+			}
+			set := map[string]bool{}
+			var o struct {
+				Parameters json.RawMessage `json:"parameters"`
+			}
+			if err := json.Unmarshal(op, &o); err != nil {
+				return nil, fmt.Errorf("openapi: %s %s: %w", method, path, err)
+			}
+			if err := errors.Join(add(set, item["parameters"]), add(set, o.Parameters)); err != nil {
+				return nil, fmt.Errorf("openapi: parameters of %s %s: %w", method, path, err)
+			}
+			out[strings.ToUpper(method)+" "+path] = set
+		}
+	}
+	return out, nil
 }

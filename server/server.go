@@ -130,6 +130,10 @@ type Route struct {
 	IfMatch bool
 
 	pathParams []string // the {wildcards} of Path, checked on every request
+	// queryParams, on a write, are the query parameters the API document
+	// gives it; any other is refused rather than ignored (a misspelt
+	// filter on a delete would widen what it deletes).
+	queryParams map[string]bool
 }
 
 // Pattern is the ServeMux pattern of the route, also its metrics label.
@@ -201,6 +205,15 @@ func New(opts Options) (*Server, error) {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
 	s.inFlight = make(chan struct{}, opts.MaxInFlight)
+	doc, err := buildOpenAPI(openapiFS)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.openapi = doc
+	queryParams, err := documentedQueryParams(doc)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s.routes = s.allRoutes()
 	for i := range s.routes {
 		rt := &s.routes[i]
@@ -211,16 +224,14 @@ func New(opts Options) (*Server, error) {
 			}
 		}
 		rt.pathParams = pathParams(rt.Path)
+		if rt.Method != http.MethodGet {
+			rt.queryParams = queryParams[rt.Pattern()]
+		}
 		s.mux.HandleFunc(rt.Pattern(), s.wrap(*rt))
 	}
 	if opts.MCP != nil {
 		s.mux.Handle("/mcp", s.mcpHandler(opts.MCP))
 	}
-	doc, err := buildOpenAPI(openapiFS)
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	s.openapi = doc
 	return s, nil
 }
 

@@ -102,6 +102,18 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The user may also come as ?user_id=, as on the session's other
+	// routes; given twice, the two must agree.
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	if u := q.Get("user_id"); u != "" {
+		if body.UserID != "" && body.UserID != u {
+			return unprocessable("user_id %q in the query and %q in the body name different users", u, body.UserID)
+		}
+		body.UserID = u
+	}
 	req := session.PutRequest{UserID: body.UserID, App: body.App, State: body.State, TTL: ttl}
 	if im := r.Header.Get("If-Match"); im != "" {
 		if req.ExpectedRevision, err = singleRevision(im); err != nil {

@@ -151,7 +151,12 @@ func TestSessionStaleIfMatch(t *testing.T) {
 	forEachSessionBackend(t, func(t *testing.T, backend string) {
 		e := newSessionEnv(t, backend, session.Options{})
 		w := auth(writerKey)
-		e.do(t, "PUT", "/v1/sessions/s?user_id=ignored", map[string]any{"user_id": "u", "state": map[string]any{"a": 1}}, w)
+		if res := e.do(t, "PUT", "/v1/sessions/s?user_id=other", map[string]any{"user_id": "u", "state": map[string]any{"a": 1}}, w); res.status != http.StatusUnprocessableEntity {
+			t.Fatalf("put naming two users: %d %s", res.status, res.body)
+		}
+		if res := e.do(t, "PUT", "/v1/sessions/s?user_id=u", map[string]any{"state": map[string]any{"a": 1}}, w); res.status != http.StatusCreated {
+			t.Fatalf("put with the user in the query: %d %s", res.status, res.body)
+		}
 		r := e.do(t, "PATCH", "/v1/sessions/s?user_id=u", `{"a":2,"b":{"c":true}}`, auth(writerKey, "If-Match", `"1"`, "Content-Type", "application/merge-patch+json"))
 		if r.status != 200 || r.header.Get("ETag") != `"2"` {
 			t.Fatalf("patch: %d %s", r.status, r.body)
