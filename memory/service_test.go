@@ -180,6 +180,14 @@ func TestPolicy(t *testing.T) {
 	if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Key: "mood", Value: str("sad"), Category: "mood", Provenance: prov()}); !errors.As(err, &ref) {
 		t.Fatalf("mood: %v, want a refusal", err)
 	}
+	// Without a category, the key's first segment is the category: the
+	// same fact is held or refused whether or not the writer names it.
+	if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Key: "mood", Value: str("sad"), Provenance: prov()}); !errors.As(err, &ref) {
+		t.Fatalf("mood as a key: %v, want a refusal", err)
+	}
+	if r := add(t, s, "t2", memory.AddInput{SubjectID: "u1", Key: "health.conditions.diabetes", Value: str("diabetes")}); r.Outcome != memory.OutcomeHeld || !strings.Contains(r.Reason, "health") {
+		t.Fatalf("health key without a category = %+v, want held", r)
+	}
 	held := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "health.allergy", Value: str("peanuts"), Category: "health"})
 	if held.Outcome != memory.OutcomeHeld || held.Claim.Status != memory.StatusHeld || held.Reason == "" {
 		t.Fatalf("health claim = %+v, want held with a reason", held)
