@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -141,6 +142,15 @@ func (s *Service) Put(ctx context.Context, tenantID string, r PutRequest) (Docum
 	meta, err := normalizeMetadata(r.Metadata)
 	if err != nil {
 		return Document{}, false, err
+	}
+	// Every hit names its source and version (DESIGN rule 8). A document
+	// sent without them has Memento as its source: its own URL, and the
+	// digest of its content, which changes exactly when the content does.
+	if r.SourceURI == "" {
+		r.SourceURI = "/v1/documents/" + url.PathEscape(r.DocumentID)
+	}
+	if r.SourceVersion == "" {
+		r.SourceVersion = Digest(r.Content)[:len("sha256:")+16]
 	}
 	for range putRetries {
 		d, created, err := s.put(ctx, tenantID, r, acl, meta)

@@ -187,3 +187,44 @@ func TestRetrievalHTTP(t *testing.T) {
 		})
 	}
 }
+
+// TestDocumentWithoutSourceNamesItsOwn: a document sent without source_uri
+// or source_version has Memento as its source, so every hit still names one
+// (DESIGN rule 8): its URL, and a version that changes exactly with its
+// content (the same document again keeps its version).
+func TestDocumentWithoutSourceNamesItsOwn(t *testing.T) {
+	for _, backend := range retrievalBackends {
+		t.Run(backend, func(t *testing.T) {
+			const key = "retrieval-key-a-0123456789"
+			e := serveEngine(t, openRetrievalEngine(t, backend), key+"="+testenv.RandomID("rs-")+":admin", key)
+			h := map[string]string{"Authorization": "Bearer " + key}
+			put := func(content string, status int) {
+				t.Helper()
+				if res := e.do(t, "PUT", "/v1/documents/noprov", map[string]any{"content": content, "acl": []string{"tenant"}}, h); res.status != status {
+					t.Fatalf("put: %d, want %d: %s", res.status, status, res.body)
+				}
+			}
+			hit := func() retrieval.Hit {
+				t.Helper()
+				s := decodeAs[wireSnapshot](t, e.do(t, "POST", "/v1/retrieve", map[string]any{"query": "quokka", "principal": "user:a"}, h), 200)
+				if len(s.Hits) != 1 {
+					t.Fatalf("hits: %+v", s.Hits)
+				}
+				return s.Hits[0]
+			}
+			put("Orphan chunk about quokka habitats.", 201)
+			first := hit()
+			if first.SourceURI != "/v1/documents/noprov" || !strings.HasPrefix(first.SourceVersion, "sha256:") {
+				t.Fatalf("hit of a document without a source: %+v", first)
+			}
+			put("Orphan chunk about quokka habitats.", 200)
+			if again := hit(); again.SourceVersion != first.SourceVersion || again.ChunkID != first.ChunkID {
+				t.Fatalf("the same document again moved its version: %+v, then %+v", first, again)
+			}
+			put("Orphan chunk about quokka burrows.", 200)
+			if changed := hit(); changed.SourceVersion == first.SourceVersion {
+				t.Fatalf("new content kept the source version %s", changed.SourceVersion)
+			}
+		})
+	}
+}
