@@ -79,13 +79,15 @@ func TestScan(t *testing.T) {
 		item(7, "tool.call", `{"tool_name":"email","call_id":"c2"}`),
 		{Seq: 8, Type: "assistant", Payload: json.RawMessage(`{"content":"","metadata":{"tool_calls":[{"id":"call_3","function":{"name":"lookup","arguments":"{}"}}]}}`), Text: "calling"},
 		{Seq: 9, Type: "tool", Payload: json.RawMessage(`{"content":"ok","metadata":{"tool_call_id":"call_3"}}`), Text: "ok"},
+		item(10, "step.completed", `{"amount":1999,"note":"no currency named"}`),
+		item(11, "step.completed", `{"value":7,"price":"12"}`), // neither is money without a currency
 	}
 	c := compact.Scan(items)
 	var am []string
 	for _, a := range c.Amounts {
 		am = append(am, fmt.Sprintf("%s %s @%d", a.Value, a.Currency, a.SourceSeqs[0]))
 	}
-	want := []string{"1200.50 USD @1", "500 JPY @1", "15 EUR @1", "30 EUR @1", "45 USD @1", "120.50 GBP @3"}
+	want := []string{"1200.50 USD @1", "500 JPY @1", "15 EUR @1", "30 EUR @1", "45 USD @1", "120.50 GBP @3", "1999  @10"}
 	if !reflect.DeepEqual(am, want) {
 		t.Fatalf("amounts\n got %v\nwant %v", am, want)
 	}

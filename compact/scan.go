@@ -92,7 +92,7 @@ func (c *collector) approval(id, status string, seq int64) {
 
 func (c *collector) amount(value, currency, text string, seq int64) {
 	value = strings.ReplaceAll(value, ",", "")
-	if !decimalRe.MatchString(value) || !currencyRe.MatchString(currency) {
+	if !decimalRe.MatchString(value) || (currency != "" && !currencyRe.MatchString(currency)) {
 		return
 	}
 	k := fmt.Sprintf("%s %s %d", value, currency, seq)
@@ -225,20 +225,24 @@ func (c *collector) object(it Item, m map[string]any) {
 			c.decisions = append(c.decisions, Decision{Code: "approval." + st, Text: fmt.Sprintf("approval %s %s", id, st), SourceSeqs: []int64{it.Seq}})
 		}
 	}
-	if cur := str(m, "currency"); cur != "" {
-		cur = strings.ToUpper(cur)
-		for _, k := range []string{"amount", "value", "total", "price"} {
-			if n, ok := m[k].(json.Number); ok {
-				c.amount(n.String(), cur, fmt.Sprintf("%s %s %s", k, n, cur), it.Seq)
-			} else if s, ok := m[k].(string); ok {
-				c.amount(s, cur, fmt.Sprintf("%s %s %s", k, s, cur), it.Seq)
-			}
+	// Members that name money are amounts with or without a currency (the
+	// refund example commits {"amount": 1999}); "value" only beside one.
+	cur := strings.ToUpper(str(m, "currency"))
+	money := []string{"amount", "total", "price"}
+	if cur != "" {
+		money = append(money, "value")
+	}
+	for _, k := range money {
+		if n, ok := m[k].(json.Number); ok {
+			c.amount(n.String(), cur, strings.TrimSpace(fmt.Sprintf("%s %s %s", k, n, cur)), it.Seq)
+		} else if s, ok := m[k].(string); ok && cur != "" {
+			c.amount(s, cur, fmt.Sprintf("%s %s %s", k, s, cur), it.Seq)
 		}
-		for _, k := range []string{"amount_cents", "amount_minor", "cents"} {
-			if n, ok := m[k].(json.Number); ok {
-				if i, err := n.Int64(); err == nil {
-					c.amount(centsString(i), cur, fmt.Sprintf("%s %d %s", k, i, cur), it.Seq)
-				}
+	}
+	for _, k := range []string{"amount_cents", "amount_minor", "cents"} {
+		if n, ok := m[k].(json.Number); ok {
+			if i, err := n.Int64(); err == nil {
+				c.amount(centsString(i), cur, strings.TrimSpace(fmt.Sprintf("%s %d %s", k, i, cur)), it.Seq)
 			}
 		}
 	}

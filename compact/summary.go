@@ -123,8 +123,9 @@ type Operation struct {
 
 // Amount is a money amount: Value a decimal string exactly as written
 // (thousands separators dropped: "1200.50"), Currency an ISO 4217 code
-// ("USD"; a symbol is mapped: $ USD, € EUR, £ GBP, ¥ JPY), Text the words
-// it was found in.
+// ("USD"; a symbol is mapped: $ USD, € EUR, £ GBP, ¥ JPY) or "" when the
+// source named none (a payload's {"amount": 1999}), Text the words it was
+// found in.
 type Amount struct {
 	Value      string  `json:"value"`
 	Currency   string  `json:"currency"`
@@ -345,7 +346,7 @@ func (d *Draft) validate(rg Range) error {
 		if !decimalRe.MatchString(a.Value) {
 			return fmt.Errorf("carried.amounts[%d].value %q is not a decimal number", i, a.Value)
 		}
-		if !currencyRe.MatchString(a.Currency) {
+		if a.Currency != "" && !currencyRe.MatchString(a.Currency) {
 			return fmt.Errorf("carried.amounts[%d].currency %q is not a 3-letter code", i, a.Currency)
 		}
 	}
