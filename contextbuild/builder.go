@@ -207,23 +207,41 @@ func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result
 	if err != nil {
 		return Result{}, err
 	}
+	// The history takes what the optional parts leave, so each of them is
+	// capped at its share; but what the history does not need (there is
+	// none, or all of it fits) is no reason to leave a part out: a part
+	// may then take that too, after the shares of the parts after it.
+	historyNeed, wholeFits := rest, false
+	if own == nil {
+		historyNeed = 0
+	} else if n, ok := own.hist.wholeTokens(counter, rest); ok {
+		historyNeed, wholeFits = n, true
+	}
+	shares := []float64{stateShare, profileShare, memoryShare, documentShare}
+	budgetOf := func(part int) int {
+		later := 0
+		for _, sh := range shares[part+1:] {
+			later += int(float64(rest) * sh)
+		}
+		return max(int(float64(rest)*shares[part]), avail-queryTokens-a.total-historyNeed-later)
+	}
 	if own != nil {
-		a.addState(own, int(float64(rest)*stateShare))
+		a.addState(own, budgetOf(0))
 	}
-	if err := b.addProfile(ctx, a, tenantID, r, int(float64(rest)*profileShare)); err != nil {
+	if err := b.addProfile(ctx, a, tenantID, r, budgetOf(1)); err != nil {
 		return Result{}, err
 	}
-	if err := b.addMemories(ctx, a, tenantID, r, int(float64(rest)*memoryShare)); err != nil {
+	if err := b.addMemories(ctx, a, tenantID, r, budgetOf(2)); err != nil {
 		return Result{}, err
 	}
-	if err := b.addDocuments(ctx, a, tenantID, r, int(float64(rest)*documentShare)); err != nil {
+	if err := b.addDocuments(ctx, a, tenantID, r, budgetOf(3)); err != nil {
 		return Result{}, err
 	}
 	if own != nil {
 		// A summary stands for raw items that do not fit; when they all
 		// do, they go in themselves and the summaries stay out.
 		var covered int64
-		if !own.hist.fitsWhole(counter, avail-a.total-queryTokens) {
+		if _, fits := own.hist.wholeTokens(counter, avail-a.total-queryTokens); !wholeFits || !fits {
 			if covered, err = b.addSummaries(ctx, a, tenantID, own.hist, int(float64(rest)*summaryShare)); err != nil {
 				return Result{}, err
 			}

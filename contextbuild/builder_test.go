@@ -317,3 +317,50 @@ func BenchmarkRebuild100kTokens(b *testing.B) {
 		}
 	})
 }
+
+// TestUnneededHistoryBudgetGoesToTheParts: the shares cap the optional parts
+// only so that the history has room; when there is no history, or all of it
+// fits, a part is not left out "over its share" while the budget has room
+// for it, and the budget still holds.
+func TestUnneededHistoryBudgetGoesToTheParts(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	for i := range 60 {
+		if _, err := f.mem.Add(ctx, tenant, memory.AddInput{SubjectID: "big", Key: fmt.Sprintf("fact.%d", i), Value: json.RawMessage(fmt.Sprintf(`"the detail number %d of the subject's many confirmed facts, told at length with every circumstance the user gave about it"`, i)),
+			Provenance: memory.Provenance{SourceType: memory.SourceMessage, SourceID: "s1", ValidatedBy: memory.ValidatedUserStated}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := f.sessions.Put(ctx, tenant, "short", session.PutRequest{UserID: "big", State: json.RawMessage(`{"step":"greet"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sessions.Append(ctx, tenant, "short", "big", []session.MessageInput{{Role: "user", Content: "hello"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []contextbuild.Request{
+		{Model: "gpt-4o", BudgetTokens: 10000, SubjectID: "big"},
+		{Model: "gpt-4o", BudgetTokens: 10000, SubjectID: "big", SessionID: "short", UserID: "big"},
+	} {
+		res, err := f.b.Build(ctx, tenant, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lo := range res.Accounting.LeftOut {
+			t.Errorf("session %q: %s left out (%s) with %d of %d tokens used", req.SessionID, lo.Kind, lo.Reason, res.Accounting.TotalTokens, req.BudgetTokens)
+		}
+		var profile int
+		for _, p := range res.Accounting.Parts {
+			if p.Kind == contextbuild.KindProfile {
+				profile = len(p.SourceIDs)
+			}
+		}
+		if profile != 60 || res.Accounting.TotalTokens > req.BudgetTokens {
+			t.Errorf("session %q: profile of %d claims, want 60; %d tokens", req.SessionID, profile, res.Accounting.TotalTokens)
+		}
+	}
+	// A small budget still honours the shares: the history keeps its room.
+	res, err := f.b.Build(ctx, tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: 300, SubjectID: "big", SessionID: "short", UserID: "big"})
+	if err != nil || res.Accounting.TotalTokens > 300 {
+		t.Fatalf("small budget: %+v %v", res.Accounting, err)
+	}
+}

@@ -298,17 +298,17 @@ func (h *history) srcPrefix() string {
 	return "seq:"
 }
 
-// fitsWhole tells whether every item, as messages, fits in budget.
-func (h *history) fitsWhole(c tokens.Counter, budget int) bool {
+// wholeTokens is what every item takes as messages, if that fits in
+// budget (ok false, and n past budget, when it does not).
+func (h *history) wholeTokens(c tokens.Counter, budget int) (n int, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
 	for _, t := range h.countsFor(c).msg {
 		if n += t; n > budget {
-			return false
+			return n, false
 		}
 	}
-	return true
+	return n, true
 }
 
 // countsFor returns the cached counts under c, filling what is missing.
