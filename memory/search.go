@@ -139,8 +139,12 @@ func (s *Service) Search(ctx context.Context, tenantID string, q SearchQuery) (S
 // DistinctMessages dropped.
 func (s *Service) searchOnce(ctx context.Context, tenantID string, q SearchQuery, qv []float32, mode string, n int) ([]Hit, int, error) {
 	now := s.now()
+	var weights []float64
+	if search.IsLexical(s.opts.Embedder) {
+		weights = []float64{1, search.LexicalVectorWeight}
+	}
 	fuse := func(text, vecs []search.Ranked) []search.Fused {
-		fused := search.RRF(search.RRFK, nil, text, vecs)
+		fused := search.RRF(search.RRFK, weights, text, vecs)
 		if len(fused) > n {
 			fused = fused[:n]
 		}

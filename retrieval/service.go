@@ -368,7 +368,11 @@ func (s *Service) Retrieve(ctx context.Context, tenantID string, r RetrieveReque
 		for _, l := range lists {
 			cut = cut || len(l) >= n
 		}
-		fused := search.RRF(0, nil, lists...)
+		var weights []float64
+		if len(lists) == 2 && search.IsLexical(s.opts.Embedder) {
+			weights = []float64{1, search.LexicalVectorWeight}
+		}
+		fused := search.RRF(0, weights, lists...)
 		var cands []search.Fused
 		for _, f := range fused[:min(len(fused), n)] {
 			if !checked[f.ID] {

@@ -24,6 +24,22 @@ type Fused struct {
 // RRFK is the usual reciprocal-rank-fusion constant (Cormack et al. 2009).
 const RRFK = 60
 
+// LexicalVectorWeight is the fusion weight of a vector list whose embedder
+// is lexical (IsLexical: it knows words and spellings, no meanings, as the
+// offline hashing embedder). Such vectors know nothing full text does not,
+// except near spellings, so they fill in after it rather than vote beside
+// it: at this weight a vector-only hit ranks after every full-text hit of
+// the first few hundred ranks (1e-4/(RRFK+1) < 1/(RRFK+400)^2), and the
+// vectors only order what full text leaves tied.
+const LexicalVectorWeight = 1e-4
+
+// IsLexical reports whether an embedder says its vectors are lexical, by a
+// method Lexical() bool.
+func IsLexical(embedder any) bool {
+	l, ok := embedder.(interface{ Lexical() bool })
+	return ok && l.Lexical()
+}
+
 // RRF fuses ranked lists by reciprocal rank: score = Σ w_i / (k + rank_i).
 // weights, when shorter than lists, count 1 for the rest. Ties break by id
 // so the order is deterministic.

@@ -219,3 +219,33 @@ func TestParallelScanIsTheSerialScan(t *testing.T) {
 		}
 	}
 }
+
+// TestLexicalVectorsFillInAfterText: fused at LexicalVectorWeight, a
+// vector-only hit, even the vectors' best, ranks after every one of 400
+// full-text hits, whose order the vectors do not change.
+func TestLexicalVectorsFillInAfterText(t *testing.T) {
+	var text, vecs []Ranked
+	for i := range 400 {
+		text = append(text, Ranked{ID: fmt.Sprintf("t%03d", i), Score: float64(400 - i)})
+	}
+	vecs = append(vecs, Ranked{ID: "only-vector", Score: 1})
+	for i := 399; i >= 0; i-- { // the vectors rank the text hits backwards
+		vecs = append(vecs, Ranked{ID: fmt.Sprintf("t%03d", i), Score: 0.5})
+	}
+	fused := RRF(RRFK, []float64{1, LexicalVectorWeight}, text, vecs)
+	for i, f := range fused[:400] {
+		if f.ID != fmt.Sprintf("t%03d", i) {
+			t.Fatalf("rank %d is %s, want full text's order", i, f.ID)
+		}
+	}
+	if fused[400].ID != "only-vector" {
+		t.Fatalf("the vector-only hit is at %+v, want it last", fused[400])
+	}
+	if IsLexical(struct{}{}) || !IsLexical(lexical{}) {
+		t.Fatal("IsLexical")
+	}
+}
+
+type lexical struct{}
+
+func (lexical) Lexical() bool { return true }

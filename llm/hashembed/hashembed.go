@@ -87,6 +87,10 @@ func (e *Embedder) Model() string { return fmt.Sprintf("memento-hash-v%d-%d", ve
 // Dim is the vector length.
 func (e *Embedder) Dim() int { return e.dim }
 
+// Lexical says its vectors know words and spellings, no meanings: a search
+// fuses them after full text (search.IsLexical), not beside it.
+func (e *Embedder) Lexical() bool { return true }
+
 // Embed returns one unit vector per text. A text with no word at all (empty,
 // only punctuation) gets the all-zero vector, whose dot product with any
 // vector is 0. It never fails except on a cancelled context.
