@@ -271,6 +271,12 @@ func TestMemoryTools(t *testing.T) {
 		// The claim must be in what the cited message says.
 		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "profile", "key": "criminal_record", "value": "convicted of fraud", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a value the cited message does not hold")
 		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "session_id": "s1", "message_seqs": []int64{9223372036854775807}}), "invalid-request", "a seq past any session")
+		// Sharing one word is not enough: a value with words, a number or a
+		// negation the user did not say is not theirs, whatever its text says.
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "hates German", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a word the user did not say")
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "not German", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a negation the user did not say")
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "budget", "value": "5000 EUR", "text": "answer in German", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a number the user did not say")
+		fails(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "wizard", "content": "hi"}}}), "invalid-request", "an unknown role")
 		add := ok(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "text": "answers in German", "session_id": "s1", "message_seqs": []int{1}}), "add")
 		m := add["memory"].(map[string]any)
 		prov := m["provenance"].(map[string]any)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	gomcp "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -110,7 +112,7 @@ func (t *toolset) memoryTools(srv *gomcp.Server) {
 			return map[string]any{"memories": out, "truncated": next != ""}, nil
 		})
 	add(t, srv, &gomcp.Tool{Name: "memory_add", Title: "Keep a fact long term",
-		Description: "Keep one fact the user stated, citing the messages where they said it (session_id and message_seqs; at least one must be the user's own message). A new value for the same namespace and key supersedes the old one. Guesses are not kept: only what the user said, so the value (or its text) must share the user's words in the cited messages.",
+		Description: "Keep one fact the user stated, citing the messages where they said it (session_id and message_seqs; at least one must be the user's own message). A new value for the same namespace and key supersedes the old one. Guesses are not kept: only what the user said, so every word and number of the value must be in the cited messages (or in the value it supersedes), a code of up to three letters may stand for the user's words (\"de\" with text \"answers in German\"), and neither value nor text may add a negation the user did not say.",
 		Annotations: &gomcp.ToolAnnotations{DestructiveHint: ptr(false)}},
 		func(ctx context.Context, c call, in addIn) (any, error) {
 			prov, said, err := t.evidence(ctx, c, in.SessionID, in.MessageSeqs)
@@ -123,6 +125,14 @@ func (t *toolset) memoryTools(srv *gomcp.Server) {
 			val, err := json.Marshal(in.Value)
 			if err != nil {
 				return nil, invalid("value: %v", err)
+			}
+			if in.Supersedes != "" {
+				// A correction carries over what the value it replaces held
+				// (grounded when it was kept): the new value is checked
+				// against the cited messages and the old value.
+				if old, err := svc.Get(ctx, c.Tenant, in.Supersedes); err == nil && old.SubjectID == c.User {
+					said += "\n" + string(old.Value)
+				}
 			}
 			if !grounded(in.Key, val, in.Text, said) {
 				return nil, invalid("the value is not in what the user said in the cited messages: cite the message where they said it (a fact inferred from what they said is not kept)")
@@ -217,12 +227,19 @@ func (t *toolset) evidence(ctx context.Context, c call, sessionID string, seqs [
 		ValidatedBy: memory.ValidatedUserStated}, said.String(), nil
 }
 
-// grounded tells whether a claim shares a word (or number) with what the
-// user said in its cited messages: its value's strings and numbers or its
-// text (a value in a normal form, "de", has its words there: "answers in
-// German"), or, when those hold no word (true), its key's words. It is a
-// floor, not a proof: it stops a claim that cites an unrelated message
-// ("convicted of fraud" citing "hi"), not a paraphrase.
+// grounded tells whether a claim is in what the user said in its cited
+// messages. It is a floor, not a proof, against a claim the user did not
+// make ("convicted of fraud" citing "hi", "5000 EUR" citing "I like jazz",
+// "hates jazz" or "does not like jazz" citing "I like jazz"):
+//   - every number of the value and text is one the user said;
+//   - a negation ("not", "never", "n't", ...) is one the user said too;
+//   - every word of the value is the user's (stemmed) or a code of at most
+//     three letters, a normal form ("de" for German, "EUR" for euros), and
+//     the value or its text ("answers in German") shares a word with them;
+//   - a value without words (true) needs a word of its text or key there.
+//
+// The text is the writer's own paraphrase: it must not add a number or a
+// negation, but need not be in the user's words.
 func grounded(key string, value json.RawMessage, text, said string) bool {
 	heard := map[string]bool{}
 	for _, t := range search.Analyze(said) {
@@ -252,21 +269,52 @@ func grounded(key string, value json.RawMessage, text, said string) bool {
 	if d.Decode(&v) == nil {
 		walk(v)
 	}
-	leaves = append(leaves, text)
-	terms := 0
-	for _, l := range leaves {
-		for _, t := range search.Analyze(l) {
-			terms++
+	valueText := strings.Join(leaves, " ")
+	valueTerms, textTerms := search.Analyze(valueText), search.Analyze(text)
+	shared := false
+	for _, t := range append(append([]string(nil), valueTerms...), textTerms...) {
+		if isNumber(t) && !heard[t] {
+			return false
+		}
+		shared = shared || heard[t]
+	}
+	if (negates(valueText) || negates(text)) && !negates(said) {
+		return false
+	}
+	for _, t := range valueTerms {
+		if !heard[t] && utf8.RuneCountInString(t) > 3 {
+			return false
+		}
+	}
+	if shared {
+		return true
+	}
+	if len(valueTerms) == 0 && len(textTerms) == 0 {
+		for _, t := range search.Analyze(strings.NewReplacer(".", " ", "_", " ", "-", " ", "/", " ", ":", " ").Replace(key)) {
 			if heard[t] {
 				return true
 			}
 		}
 	}
-	if terms > 0 {
-		return false
-	}
-	for _, t := range search.Analyze(strings.NewReplacer(".", " ", "_", " ", "-", " ", "/", " ", ":", " ").Replace(key)) {
-		if heard[t] {
+	return false
+}
+
+func isNumber(t string) bool {
+	_, err := strconv.ParseFloat(t, 64)
+	return err == nil
+}
+
+// negations are the words that turn a statement around.
+var negations = map[string]bool{"not": true, "no": true, "never": true, "nor": true, "none": true, "nothing": true,
+	"neither": true, "cannot": true, "without": true, "nobody": true, "nowhere": true}
+
+// negates tells whether text holds a negation ("not", "never", "don't").
+func negates(text string) bool {
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && r != '\'' && r != '’'
+	}) {
+		w = strings.Trim(w, "'’")
+		if negations[w] || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
 			return true
 		}
 	}

@@ -157,6 +157,11 @@ func (t *toolset) sessionTools(srv *gomcp.Server) {
 			}
 			msgs := make([]session.MessageInput, len(in.Messages))
 			for i, m := range in.Messages {
+				switch m.Role {
+				case "user", "assistant", "system", "tool":
+				default:
+					return nil, invalid("messages[%d].role is %q: it is user, assistant, system or tool", i, m.Role)
+				}
 				msgs[i] = session.MessageInput{Role: m.Role, Content: m.Content}
 			}
 			res, err := svc.Append(ctx, c.Tenant, in.SessionID, c.User, msgs)
