@@ -150,15 +150,28 @@ func ParseAPIKeys(ks *KeySet, spec string) error {
 			return fmt.Errorf("api key #%d: want key=tenant[:role[:user]]", i+1)
 		}
 		key, rest := item[:eq], item[eq+1:]
-		tenant, roleName, hasRole := strings.Cut(rest, ":")
-		roleName, user, _ := strings.Cut(roleName, ":")
-		role := RoleWriter
-		if hasRole {
-			r, err := ParseRole(roleName)
+		parts := strings.Split(rest, ":")
+		if len(parts) > 3 {
+			return fmt.Errorf("api key #%d: want key=tenant[:role[:user]], not %d parts after '=' (a user name holds no ':')", i+1, len(parts))
+		}
+		tenant, role, user := parts[0], RoleWriter, ""
+		if len(parts) > 1 {
+			r, err := ParseRole(parts[1])
 			if err != nil {
 				return fmt.Errorf("api key #%d: %w", i+1, err)
 			}
 			role = r
+		}
+		if len(parts) > 2 {
+			// An empty user would make the key tenant-wide, which its
+			// writer did not mean: say so rather than grant it.
+			if user = parts[2]; user == "" {
+				return fmt.Errorf("api key #%d: the user after the role is empty: leave out the ':' for a tenant-wide key", i+1)
+			}
+			// A key with a user serves /mcp only, and /mcp needs the writer role.
+			if role == RoleReader {
+				return fmt.Errorf("api key #%d: a key with a user serves /mcp only, which needs the writer role, not reader", i+1)
+			}
 		}
 		if err := ks.AddPrincipal(key, Principal{Tenant: tenant, Role: role, User: user}); err != nil {
 			return fmt.Errorf("api key #%d: %w", i+1, err)

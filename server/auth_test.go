@@ -120,7 +120,10 @@ func TestParseAPIKeys(t *testing.T) {
 	if _, ok := ks.Lookup("qrstuvwxyz012345"); ok {
 		t.Fatal("a prefix of a key matched")
 	}
-	for _, bad := range []string{"short=t", "abcdefghijklmnopq", "abcdefghijklmnopq=", "abcdefghijklmnopq=t:root", "abcdefghijklmnopq=t,abcdefghijklmnopq=u", "abcdefghijklmnopq=a/b"} {
+	for _, bad := range []string{"short=t", "abcdefghijklmnopq", "abcdefghijklmnopq=", "abcdefghijklmnopq=t:root", "abcdefghijklmnopq=t,abcdefghijklmnopq=u", "abcdefghijklmnopq=a/b",
+		// A user name with ':', an empty user, and a user-bound reader (it
+		// could do nothing: such a key serves /mcp only, which needs writer).
+		"abcdefghijklmnopq=t:writer:ann:admin", "abcdefghijklmnopq=t:writer:", "abcdefghijklmnopq=t:reader:ann"} {
 		if err := server.ParseAPIKeys(server.NewKeySet(), bad); err == nil {
 			t.Errorf("ParseAPIKeys(%q) accepted", bad)
 		}
