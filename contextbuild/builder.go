@@ -178,7 +178,7 @@ func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result
 		return Result{}, err
 	}
 	counter := tokens.ForModel(r.Model)
-	a := &assembly{counter: counter, acc: Accounting{BudgetTokens: r.BudgetTokens, ReserveTokens: r.ReserveTokens, Tokenizer: counter.Name(), Exact: counter.Exact(), Parts: []Part{}, LeftOut: []LeftOut{}}}
+	a := &assembly{counter: counter, msgs: []llm.Message{}, acc: Accounting{BudgetTokens: r.BudgetTokens, ReserveTokens: r.ReserveTokens, Tokenizer: counter.Name(), Exact: counter.Exact(), Parts: []Part{}, LeftOut: []LeftOut{}}}
 	avail := r.BudgetTokens - r.ReserveTokens - tokens.ReplyPriming
 
 	sys := r.System

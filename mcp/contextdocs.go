@@ -41,6 +41,9 @@ func (t *toolset) contextTools(srv *gomcp.Server) {
 		Description: "Assemble what the model should see next under a token budget: system prompt, session state, summaries of older history, recent messages, long-term memories and documents, with an accounting of every part's tokens and sources.",
 		Annotations: snapshotting},
 		func(ctx context.Context, c call, in contextIn) (any, error) {
+			if in.SessionID != "" && in.Run != "" {
+				return nil, invalid("give session_id or run, not both")
+			}
 			req := contextbuild.Request{Model: in.Model, BudgetTokens: in.BudgetTokens, ReserveTokens: in.ReserveTokens, System: in.System,
 				Query: in.Query, SessionID: in.SessionID, MemoryK: in.MemoryK}
 			if req.Model == "" {

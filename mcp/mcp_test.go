@@ -238,6 +238,7 @@ func TestInputValidation(t *testing.T) {
 		{"bad run name", "run_start", map[string]any{"run": "a b", "workflow": "w"}},
 		{"budget missing", "context_build", map[string]any{"query": "x", "session_id": "s1"}},
 		{"budget too small", "context_build", map[string]any{"query": "x", "session_id": "s1", "budget_tokens": 1}},
+		{"session and run", "context_build", map[string]any{"query": "x", "session_id": "s1", "run": "r", "budget_tokens": 100}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -371,6 +372,10 @@ func TestContextAndDocuments(t *testing.T) {
 		}
 		ok(t, call(t, cs, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"step": "filter"}}), "put")
 		ok(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "user", "content": "Can I return the gift?"}}}), "append")
+		// Nothing to show is an empty list of messages, as over HTTP, not null.
+		if e := ok(t, call(t, cs, "context_build", map[string]any{"query": "", "budget_tokens": 100}), "empty context"); e["messages"] == nil {
+			t.Fatalf("an empty context: %v, want messages []", e)
+		}
 		c := ok(t, call(t, cs, "context_build", map[string]any{"query": "return the gift", "session_id": "s1", "budget_tokens": 2000, "system": "You help with gifts."}), "context")
 		msgs, _ := json.Marshal(c["messages"])
 		// The chat protocol's names, as POST /v1/context answers.
