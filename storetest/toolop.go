@@ -373,6 +373,15 @@ func testToolopTenants(t *testing.T, st toolop.Store) {
 	if err != nil || !created || other.TenantID != b {
 		t.Fatalf("same id in tenant b: %+v created=%v %v", other, created, err)
 	}
+	// Its idempotency key is another one too: an external system shared by
+	// the tenants must not take b's request for a replay of a's. The key is
+	// stored as prepared, and read back as it was.
+	if other.IdempotencyKey() == op.IdempotencyKey() || op.IdempotencyKey() == op.OperationID {
+		t.Fatalf("tenants a and b send operation %s under keys %s and %s", op.OperationID, op.IdempotencyKey(), other.IdempotencyKey())
+	}
+	if got, err := svc.Get(ctx, a, op.OperationID); err != nil || got.IdempotencyKey() != op.IdempotencyKey() {
+		t.Fatalf("read back: key %s, want %s (%v)", got.IdempotencyKey(), op.IdempotencyKey(), err)
+	}
 	ap, _, err := svc.RequestApproval(ctx, a, toolop.ApprovalRequest{RunID: "run-1", StepID: "approve", RequestDigest: "sha256:x", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -414,9 +423,9 @@ func testReconcile(t *testing.T, st toolop.Store) {
 	}
 	applied, notApplied, noAuth, broken := startOp("applied"), startOp("not-applied"), startOp("no-auth"), startOp("broken")
 	mu.Lock()
-	answers[applied.OperationID] = toolop.LookupResult{Answer: toolop.Applied, ExternalRef: "rf_9", Result: json.RawMessage(`{"ok":true}`)}
-	answers[notApplied.OperationID] = toolop.LookupResult{Answer: toolop.NotApplied}
-	answers[noAuth.OperationID] = toolop.LookupResult{Answer: toolop.NotAuthoritative, Detail: "lookup switched off"}
+	answers[applied.IdempotencyKey()] = toolop.LookupResult{Answer: toolop.Applied, ExternalRef: "rf_9", Result: json.RawMessage(`{"ok":true}`)}
+	answers[notApplied.IdempotencyKey()] = toolop.LookupResult{Answer: toolop.NotApplied}
+	answers[noAuth.IdempotencyKey()] = toolop.LookupResult{Answer: toolop.NotAuthoritative, Detail: "lookup switched off"}
 	mu.Unlock()
 
 	r, err := svc.Reconcile(ctx, tn, applied.OperationID)

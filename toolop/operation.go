@@ -38,8 +38,8 @@ func (s Status) Final() bool { return s == StatusSucceeded || s == StatusFailed 
 // without us knowing the outcome: such an operation is reconciled before any resend.
 func (s Status) InDoubt() bool { return s == StatusStarted || s == StatusUnknown }
 
-// Operation is one side effect in the ledger. Its OperationID is also the
-// idempotency key sent to the external system, so a resend is recognised there.
+// Operation is one side effect in the ledger. It is sent to the external
+// system under its IdempotencyKey, so a resend is recognised there.
 type Operation struct {
 	TenantID      string          `json:"tenant_id"`
 	OperationID   string          `json:"operation_id"`
@@ -54,13 +54,29 @@ type Operation struct {
 	Error         string          `json:"error,omitempty"`
 	// Resolution says who settled an in-doubt operation and how
 	// ("reconciled: applied", "operator alice: confirmed by phone").
-	Resolution string    `json:"resolution,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	Resolution string `json:"resolution,omitempty"`
+	// Key is the idempotency key the operation is sent under, set once at
+	// Prepare (SendKey); empty for one prepared before keys were stored,
+	// whose key is its id. Read it with IdempotencyKey.
+	Key       string    `json:"idempotency_key,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// IdempotencyKey is the key under which the external system must dedupe the request.
-func (o Operation) IdempotencyKey() string { return o.OperationID }
+// IdempotencyKey is the key under which the external system must dedupe the
+// request, and under which it is looked up to reconcile.
+func (o Operation) IdempotencyKey() string {
+	if o.Key != "" {
+		return o.Key
+	}
+	return o.OperationID
+}
+
+// SendKey derives the idempotency key of a new operation from its tenant
+// and id: operation ids are unique per tenant only (two tenants may both
+// have a run order-42), and an external system shared by tenants must not
+// take one tenant's request for a replay of another's.
+func SendKey(tenantID, operationID string) string { return derive("idk_", tenantID, operationID) }
 
 // Transition is a validated status change handed to a Store.
 type Transition struct {

@@ -113,7 +113,7 @@ func (s *Service) Prepare(ctx context.Context, tenantID string, req PrepareReque
 	op := Operation{
 		TenantID: tenantID, OperationID: req.OperationID, RunID: req.RunID, StepID: req.StepID,
 		ToolName: req.ToolName, RequestDigest: req.RequestDigest, Status: StatusPrepared,
-		CreatedAt: now, UpdatedAt: now,
+		Key: SendKey(tenantID, req.OperationID), CreatedAt: now, UpdatedAt: now,
 	}
 	got, created, err := s.store.PrepareOperation(ctx, op)
 	if err != nil {

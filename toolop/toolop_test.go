@@ -68,3 +68,20 @@ func TestApprovalCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotencyKey: an operation is sent under a key of its tenant and id
+// (two tenants' order-42 runs do not share one); one prepared before keys
+// were stored keeps its id as its key, so it is reconciled as it was sent.
+func TestIdempotencyKey(t *testing.T) {
+	id := toolop.OperationID("order-42", "refund")
+	a, b := toolop.SendKey("shop-a", id), toolop.SendKey("shop-b", id)
+	if a == b || a == id {
+		t.Fatalf("keys %s and %s for operation %s", a, b, id)
+	}
+	if got := (toolop.Operation{OperationID: id, Key: a}).IdempotencyKey(); got != a {
+		t.Fatalf("stored key: %s", got)
+	}
+	if got := (toolop.Operation{OperationID: id}).IdempotencyKey(); got != id {
+		t.Fatalf("an operation without a stored key: %s, want its id", got)
+	}
+}

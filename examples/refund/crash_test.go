@@ -91,8 +91,8 @@ func crashAt(t *testing.T, b backend, point string) {
 		t.Fatalf("summary after restart: %+v", sum)
 	}
 	after := refunds(t, url)
-	if len(after) != 1 || after[0].IdempotencyKey != opID || after[0].OrderID != crashOrder {
-		t.Fatalf("ledger after restart: %+v, want exactly one refund keyed %s", after, opID)
+	if len(after) != 1 || after[0].IdempotencyKey != op.IdempotencyKey() || after[0].OrderID != crashOrder {
+		t.Fatalf("ledger after restart: %+v, want exactly one refund keyed %s (operation %s)", after, op.IdempotencyKey(), opID)
 	}
 
 	e = b.open(t)

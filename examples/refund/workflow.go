@@ -317,7 +317,7 @@ func Workflow(c *Client, svc Services, opts Options) workflow.Workflow {
 				if err != nil {
 					return err
 				}
-				return sc.Set("refund", map[string]string{"operation_id": op.OperationID, "refund_id": op.ExternalRef})
+				return sc.Set("refund", map[string]string{"operation_id": op.OperationID, "idempotency_key": op.IdempotencyKey(), "refund_id": op.ExternalRef})
 			}},
 			{Name: StepVerify, Run: func(ctx context.Context, sc *workflow.StepContext) error {
 				req, err := refundRequest(sc)
@@ -328,7 +328,11 @@ func Workflow(c *Client, svc Services, opts Options) workflow.Workflow {
 				if _, err := sc.Get("refund", &rf); err != nil {
 					return err
 				}
-				res, err := c.Lookup(ctx, rf["operation_id"])
+				key := rf["idempotency_key"]
+				if key == "" { // recorded before operations stored their key: it was the id
+					key = rf["operation_id"]
+				}
+				res, err := c.Lookup(ctx, key)
 				if err != nil {
 					return err
 				}

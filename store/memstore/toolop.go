@@ -36,7 +36,7 @@ func (s *Store) PrepareOperation(ctx context.Context, op toolop.Operation) (tool
 	row := toolop.Operation{
 		TenantID: op.TenantID, OperationID: op.OperationID, RunID: op.RunID, StepID: op.StepID,
 		ToolName: op.ToolName, RequestDigest: op.RequestDigest, Status: toolop.StatusPrepared,
-		CreatedAt: at, UpdatedAt: at,
+		Key: op.Key, CreatedAt: at, UpdatedAt: at,
 	}
 	s.ops[k] = row
 	return cloneOp(row), true, nil

@@ -11,14 +11,14 @@ import (
 )
 
 const opColumns = `tenant_id, operation_id, run_id, step_id, tool_name, request_digest, status,
-	attempts, external_ref, result, error, resolution, created_at, updated_at`
+	attempts, external_ref, result, error, resolution, idempotency_key, created_at, updated_at`
 
 func (s Store) scanOperation(row Row) (toolop.Operation, error) {
 	var op toolop.Operation
 	var status string
 	var result *string
 	err := row.Scan(&op.TenantID, &op.OperationID, &op.RunID, &op.StepID, &op.ToolName, &op.RequestDigest,
-		&status, &op.Attempts, &op.ExternalRef, &result, &op.Error, &op.Resolution,
+		&status, &op.Attempts, &op.ExternalRef, &result, &op.Error, &op.Resolution, &op.Key,
 		s.d.TimeDest(&op.CreatedAt), s.d.TimeDest(&op.UpdatedAt))
 	if err != nil {
 		return toolop.Operation{}, err
@@ -35,11 +35,11 @@ func (s Store) scanOperation(row Row) (toolop.Operation, error) {
 func (s Store) PrepareOperation(ctx context.Context, op toolop.Operation) (toolop.Operation, bool, error) {
 	created := s.d.TimeArg(op.CreatedAt)
 	got, err := s.scanOperation(s.writeRow(ctx, `INSERT INTO tool_operations (`+opColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, 0, '', NULL, '', '', ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 0, '', NULL, '', '', ?, ?, ?)
 		ON CONFLICT (tenant_id, operation_id) DO NOTHING
 		RETURNING `+opColumns,
 		op.TenantID, op.OperationID, op.RunID, op.StepID, op.ToolName, op.RequestDigest, string(toolop.StatusPrepared),
-		created, created))
+		op.Key, created, created))
 	return insertOrGet(got, err, func() (toolop.Operation, error) { return s.GetOperation(ctx, op.TenantID, op.OperationID) })
 }
 
