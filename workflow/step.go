@@ -210,9 +210,8 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 		}
 		sends++
 		if call.RequireApproval != "" {
-			if _, err := ops.ValidApproval(ctx, tn, sc.run.RunID, call.RequireApproval, digest); err != nil {
-				return op, sc.suspendWith(fmt.Sprintf("operation %s needs a valid approval of step %s: %v", op.OperationID, call.RequireApproval, err),
-					&control.Wait{Kind: "approval_guard", StepID: call.RequireApproval})
+			if err := sc.guard(ctx, op, call.RequireApproval, digest, call.Request); err != nil {
+				return op, err
 			}
 		}
 		if op, err = ops.Start(ctx, tn, op.OperationID); err != nil {
@@ -244,6 +243,60 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 			return op, err
 		}
 	}
+}
+
+// guard lets op be sent only under a valid approval of stepID for the
+// request (digest); else the run is suspended until there is one. An
+// approval that lapsed before the call is asked again, as Approve does, so
+// there is a question to decide and its answer wakes the run (else it would
+// wait for good).
+func (sc *StepContext) guard(ctx context.Context, op toolop.Operation, stepID, digest string, request any) error {
+	ops, tn := sc.e.ops, sc.run.TenantID
+	_, err := ops.ValidApproval(ctx, tn, sc.run.RunID, stepID, digest)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, toolop.ErrApprovalExpired) {
+		a, decided, aerr := sc.askAgain(ctx, stepID, digest, request)
+		if aerr != nil {
+			return aerr
+		}
+		if !decided {
+			return sc.suspendWith(fmt.Sprintf("operation %s needs a valid approval of step %s: the last one expired; asked again as %s", op.OperationID, stepID, a.ApprovalID),
+				&control.Wait{Kind: "approval", ApprovalID: a.ApprovalID, StepID: stepID})
+		}
+		if _, err = ops.ValidApproval(ctx, tn, sc.run.RunID, stepID, digest); err == nil {
+			return nil
+		}
+	}
+	return sc.suspendWith(fmt.Sprintf("operation %s needs a valid approval of step %s: %v", op.OperationID, stepID, err),
+		&control.Wait{Kind: "approval_guard", StepID: stepID})
+}
+
+// askAgain requests a new approval of request for stepID (the last one
+// expired) and lets the engine's Approver decide it at once; decided
+// reports whether it did.
+func (sc *StepContext) askAgain(ctx context.Context, stepID, digest string, request any) (toolop.Approval, bool, error) {
+	summary, err := json.Marshal(request)
+	if err != nil {
+		return toolop.Approval{}, false, fmt.Errorf("approval summary: %w", err)
+	}
+	ops, tn := sc.e.ops, sc.run.TenantID
+	a, _, err := ops.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: sc.run.RunID, StepID: stepID, RequestDigest: digest, Summary: summary, TTL: time.Hour})
+	if err != nil {
+		return toolop.Approval{}, false, err
+	}
+	if sc.e.opts.Approver == nil {
+		return a, false, nil
+	}
+	d, ok := sc.e.opts.Approver(ctx, a)
+	if !ok {
+		return a, false, nil
+	}
+	if _, err := ops.Decide(ctx, tn, a.ApprovalID, d); err != nil && !errors.Is(err, toolop.ErrApprovalDecided) {
+		return toolop.Approval{}, false, err
+	}
+	return a, true, nil
 }
 
 func (sc *StepContext) addOp(id string) {

@@ -381,6 +381,75 @@ func TestExpiredApprovalNotUsedAfterResume(t *testing.T) {
 	})
 }
 
+// An approval that lapses between its step and the guarded call (no crash,
+// a slow step between) is asked again at the call, so the run does not
+// wait for good: the engine's policy decides it at once and the call goes
+// out; without a policy the run waits on the new approval, whose decision
+// wakes it.
+func TestApprovalLapsedBeforeTheCallIsAskedAgain(t *testing.T) {
+	withStore(t, func(t *testing.T, open backendFn) {
+		bg := context.Background()
+		slow := func(ctx context.Context) error { time.Sleep(400 * time.Millisecond); return nil } // past the 300 ms TTL
+		var amount atomic.Int32
+		amount.Store(100)
+
+		e, p := open(t), newProvider()
+		eng := newEngine(t, e, p, workflow.Options{Approver: autoApprove}, approvalFlow(p, &amount, slow))
+		if r, err := eng.Execute(bg, "appr", "run-auto", nil); err != nil || r.Status != run.StatusCompleted {
+			t.Fatalf("with a policy: %s %q %v", r.Status, r.StatusReason, err)
+		}
+		if sends, _ := p.counts(); sends != 1 {
+			t.Fatalf("with a policy: %d sends, want 1", sends)
+		}
+
+		e, p = open(t), newProvider()
+		eng2 := newEngine(t, e, p, workflow.Options{}, approvalFlow(p, &amount, slow))
+		if _, _, err := eng2.Start(bg, "appr", "run-person", nil); err != nil {
+			t.Fatal(err)
+		}
+		// The first approval is decided by hand right away, then lapses in the slow step.
+		go func() {
+			for range 100 {
+				as, _ := e.ops.ListApprovals(bg, "default", "run-person")
+				if len(as) > 0 {
+					_, _ = e.ops.Decide(bg, "default", as[0].ApprovalID, toolop.Decision{Approve: true, By: "manager"})
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		r, _ := eng2.Drive(bg, "run-person")
+		for i := 0; r.Status == run.StatusSuspended && r.NextStep == "approve" && i < 100; i++ {
+			time.Sleep(10 * time.Millisecond)
+			r, _ = eng2.Drive(bg, "run-person")
+		}
+		if r.Status != run.StatusSuspended || r.NextStep != "pay" || !strings.Contains(r.StatusReason, "asked again") {
+			t.Fatalf("lapsed approval without a policy: %s at %s %q", r.Status, r.NextStep, r.StatusReason)
+		}
+		if eng2.Ready(bg, r) {
+			t.Fatal("ready before the new approval is decided")
+		}
+		as, err := e.ops.ListApprovals(bg, "default", "run-person")
+		if err != nil || len(as) != 2 || as[1].Status != toolop.ApprovalPending {
+			t.Fatalf("approvals: %+v %v, want the lapsed one and a pending one", as, err)
+		}
+		if _, err := e.ops.Decide(bg, "default", as[1].ApprovalID, toolop.Decision{Approve: true, By: "manager"}); err != nil {
+			t.Fatal(err)
+		}
+		r, _ = e.runs.Get(bg, "default", "run-person")
+		if !eng2.Ready(bg, r) {
+			t.Fatal("not ready once the new approval is decided")
+		}
+		// The step sleeps again before the call: a quick decision is still in force.
+		if r, err = eng2.Drive(bg, "run-person"); err != nil || r.Status != run.StatusCompleted {
+			t.Fatalf("after the new approval: %s %q %v", r.Status, r.StatusReason, err)
+		}
+		if sends, _ := p.counts(); sends != 1 {
+			t.Fatalf("%d sends, want 1", sends)
+		}
+	})
+}
+
 // An approval covers one request digest: if the request changes after it
 // was approved, nothing is sent and the run waits for a new approval.
 func TestChangedDigestInvalidatesApproval(t *testing.T) {
