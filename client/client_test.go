@@ -67,6 +67,10 @@ func TestClientAgainstServer(t *testing.T) {
 	if err != nil || created || r2.RunID != id {
 		t.Fatalf("idempotent replay: %+v created=%v %v", r2, created, err)
 	}
+	// A refused create matches the library's sentinel, under a prefix too.
+	if _, _, err := c.CreateRun(ctx, run.CreateRequest{WorkflowName: ""}); !errors.Is(err, run.ErrInvalidInput) || client.StatusOf(err) != http.StatusUnprocessableEntity {
+		t.Fatalf("create without a workflow: %v, want run.ErrInvalidInput", err)
+	}
 	if got, err := c.GetRun(ctx, id); err != nil || got.RunID != id {
 		t.Fatalf("get: %+v %v", got, err)
 	}

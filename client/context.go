@@ -9,6 +9,7 @@ import (
 	"github.com/mementohq/memento/contextbuild"
 	"github.com/mementohq/memento/llm"
 	"github.com/mementohq/memento/problem"
+	"github.com/mementohq/memento/session"
 )
 
 // BuildContext builds a model context on the server (POST /v1/context).
@@ -48,6 +49,8 @@ func contextErr(err error) error {
 		return err
 	}
 	switch {
+	case e.Kind() == problem.SessionNotFound:
+		return fmt.Errorf("%w (%w)", err, session.ErrNotFound)
 	case e.Kind() == problem.ContextBudgetTooSmall:
 		return fmt.Errorf("%w (%w)", err, contextbuild.ErrBudgetTooSmall)
 	case e.Kind() == problem.InvalidRequest && e.Status == http.StatusUnprocessableEntity:

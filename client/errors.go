@@ -105,6 +105,11 @@ func (e *Error) Is(target error) bool {
 	if s, ok := kindSentinels[e.Kind()]; ok && s == target {
 		return true
 	}
+	// A refused run or workflow request is run.ErrInvalidInput, as in the library.
+	if target == run.ErrInvalidInput && e.Kind() == problem.InvalidRequest && e.Status == http.StatusUnprocessableEntity &&
+		(strings.HasPrefix(e.Path, "/v1/runs") || strings.HasPrefix(e.Path, "/v1/workflows")) {
+		return true
+	}
 	if t, ok := target.(*Error); ok {
 		if t.Type != "" || e.Type != "" {
 			return t.Kind() == e.Kind()

@@ -1,14 +1,18 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/mementohq/memento/contextbuild"
 	"github.com/mementohq/memento/memory"
 	"github.com/mementohq/memento/problem"
+	"github.com/mementohq/memento/session"
 )
 
 // TestContextOverHTTP builds a context from a session, its messages and the
@@ -30,6 +34,10 @@ func TestContextOverHTTP(t *testing.T) {
 		res := e.do(t, "POST", "/v1/context", body, e.a)
 		if res.status != http.StatusOK {
 			t.Fatalf("POST /v1/context: %d %s", res.status, res.body)
+		}
+		// Through the Go client, a missing session is session.ErrNotFound, as in the library.
+		if _, err := e.c.BuildContext(context.Background(), contextbuild.Request{Model: "gpt-4o", BudgetTokens: 100, SessionID: "nope", UserID: "u1"}); !errors.Is(err, session.ErrNotFound) {
+			t.Fatalf("client context of a missing session: %v, want session.ErrNotFound", err)
 		}
 		var out struct {
 			Messages []struct {
