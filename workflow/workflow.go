@@ -116,8 +116,9 @@ type Reply struct {
 type Call struct {
 	// Tool is a registered tool (it has a lookup for reconciliation).
 	Tool string
-	// Key is the business key; the operation id (and idempotency key sent to
-	// the external system) is derived from the run id and this key.
+	// Key is the business key; the operation id is derived from the run id
+	// and this key, and the idempotency key sent to the external system from
+	// the tenant and that id (toolop.SendKey).
 	Key string
 	// Request is the request; its canonical digest binds the operation.
 	Request any
