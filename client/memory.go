@@ -115,7 +115,7 @@ func memoryQueryValues(q memory.Query) url.Values {
 			v.Set(k, s)
 		}
 	}
-	if q.Limit > 0 {
+	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	if q.SchemaVersion > 0 {

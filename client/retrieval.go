@@ -112,7 +112,7 @@ func (c *Client) Invalidations(ctx context.Context, cursor string, limit int) (P
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	if limit > 0 {
+	if limit != 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	var out Page[retrieval.Invalidation]

@@ -68,7 +68,7 @@ func (c *Client) ListRuns(ctx context.Context, o ListRunsOptions) (Page[run.Run]
 	if o.Cursor != "" {
 		q.Set("cursor", o.Cursor)
 	}
-	if o.Limit > 0 {
+	if o.Limit != 0 { // a negative one is the server's to refuse
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
 	var p Page[run.Run]
@@ -106,7 +106,7 @@ func (c *Client) Events(ctx context.Context, runID string, after int64, limit in
 	if after > 0 {
 		q.Set("after", strconv.FormatInt(after, 10))
 	}
-	if limit > 0 {
+	if limit != 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	var p Page[run.Event]
@@ -220,7 +220,7 @@ func (c *Client) ListCheckpoints(ctx context.Context, runID, cursor string, limi
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	if limit > 0 {
+	if limit != 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	var p Page[run.Checkpoint]

@@ -117,7 +117,7 @@ func (c *Client) ListMessagesPage(ctx context.Context, sessionID, userID string,
 	if cursor != "" {
 		v.Set("cursor", cursor)
 	}
-	if q.Limit > 0 {
+	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
 	if q.AfterSeq > 0 {
@@ -166,7 +166,7 @@ func (c *Client) ListSessions(ctx context.Context, userID string, limit int) ([]
 // NextCursor for the next ("" on the last page).
 func (c *Client) ListSessionsPage(ctx context.Context, userID, cursor string, limit int) (Page[session.Session], error) {
 	v := userQuery(userID)
-	if limit > 0 {
+	if limit != 0 {
 		v.Set("limit", strconv.Itoa(limit))
 	}
 	if cursor != "" {

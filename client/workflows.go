@@ -39,7 +39,7 @@ func (c *Client) ListSchemas(ctx context.Context, workflow, cursor string, limit
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	if limit > 0 {
+	if limit != 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	var p Page[run.Schema]

@@ -107,6 +107,9 @@ func TestRunsCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"r-3"`) || strings.Contains(out, `"r-1"`) {
 		t.Fatalf("second page: %v\n%s", err, out)
 	}
+	if _, _, err := execute(t, ctx, append([]string{"runs", "list", "--limit", "-1"}, conn...)...); err == nil {
+		t.Fatal("a negative --limit listed runs instead of failing, as the API refuses it")
+	}
 	out, _, err = execute(t, ctx, append([]string{"runs", "list", "--all", "--limit", "1", "--json"}, conn...)...)
 	if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Items) != 3 {
 		t.Fatalf("--all: %v\n%s", err, out)
