@@ -177,7 +177,7 @@ func TestValidID(t *testing.T) {
 			t.Errorf("ValidID(%q) = %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "a b", "a/b", "a?b", "a#b", "a%b", "a\nb", "a\x7fb", strings.Repeat("x", MaxIDLength+1)} {
+	for _, bad := range []string{"", "a b", "a/b", "a?b", "a#b", "a%b", "a\nb", "a\x7fb", strings.Repeat("x", MaxIDLength+1), "\xff\xfe"} {
 		if err := ValidID("id", bad); !errors.Is(err, ErrInvalidInput) {
 			t.Errorf("ValidID(%q) = %v, want ErrInvalidInput", bad, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -70,6 +71,9 @@ func ValidID(kind, id string) error {
 	}
 	if len(id) > MaxIDLength {
 		return invalid("%s is longer than %d bytes", kind, MaxIDLength)
+	}
+	if !utf8.ValidString(id) {
+		return invalid("%s is not valid UTF-8", kind)
 	}
 	for _, r := range id {
 		if r < 0x21 || r == 0x7f || r == '/' || r == '?' || r == '#' || r == '%' {
