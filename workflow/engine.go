@@ -203,7 +203,10 @@ func (e *Engine) Start(ctx context.Context, workflow, runID string, input any) (
 // as Start then DriveRun would. A new run is created with this engine's
 // lease in the same statement, so its first step follows with no lease
 // round trip and no read. A run id that exists already is driven as Drive
-// drives it (a restarted caller continues its run).
+// drives it: a restarted caller continues its run, once the lease its
+// crashed process held has expired (until then ErrLeaseHeld, whose
+// *run.LeaseHeldError says when; a worker that keeps its Owner name across
+// restarts takes its own lease back at once).
 func (e *Engine) Execute(ctx context.Context, workflow, runID string, input any) (run.Run, error) {
 	w, ok := e.flow(workflow)
 	if !ok {
