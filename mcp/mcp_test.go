@@ -344,6 +344,11 @@ func TestRunTools(t *testing.T) {
 		}
 		bob := connect(t, s, mcp.Binding{Tenant: "t1", User: "bob"})
 		fails(t, call(t, bob, "run_get", map[string]any{"run": "gift"}), "run-not-found", "bob reads alice's run")
+		// Errors name the run as the user named it, not the id it is stored under.
+		if r := call(t, bob, "run_get", map[string]any{"run": "gift"}); r.err == nil || !strings.Contains(r.err.Detail, "gift") || strings.Contains(r.err.Detail, "mcp-") {
+			t.Fatalf("error of a missing run: %+v", r.err)
+		}
+		fails(t, call(t, cs, "run_start", map[string]any{"run": "x", "workflow": ""}), "invalid-request", "a run without a workflow")
 		fails(t, call(t, bob, "run_restore", map[string]any{"run": "gift"}), "run-not-found", "bob restores alice's run")
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,6 +70,9 @@ func (t *toolset) runTools(srv *gomcp.Server) {
 					return nil, err
 				}
 			}
+			if in.Workflow == "" {
+				return nil, invalid("workflow is required")
+			}
 			r, created, err := svc.Create(ctx, c.Tenant, run.CreateRequest{RunID: id, WorkflowName: in.Workflow, WorkflowVersion: "mcp", State: st}, "")
 			if errors.Is(err, run.ErrAlreadyExists) {
 				if r, err = svc.Get(ctx, c.Tenant, id); err == nil && r.WorkflowName != in.Workflow {
@@ -76,7 +80,7 @@ func (t *toolset) runTools(srv *gomcp.Server) {
 				}
 			}
 			if err != nil {
-				return nil, err
+				return nil, named(err, id, in.Run)
 			}
 			v := runView(in.Run, r)
 			v.Created = &created
@@ -92,7 +96,7 @@ func (t *toolset) runTools(srv *gomcp.Server) {
 			}
 			r, err := svc.Get(ctx, c.Tenant, id)
 			if err != nil {
-				return nil, err
+				return nil, named(err, id, in.Run)
 			}
 			return runView(in.Run, r), nil
 		})
@@ -111,7 +115,8 @@ func (t *toolset) runTools(srv *gomcp.Server) {
 			if err != nil {
 				return nil, err
 			}
-			return t.checkpoint(ctx, c, in.Run, id, in.Label, in.Step, st)
+			res, err := t.checkpoint(ctx, c, in.Run, id, in.Label, in.Step, st)
+			return res, named(err, id, in.Run)
 		})
 	add(t, srv, &gomcp.Tool{Name: "run_restore", Title: "Restore a run from a checkpoint",
 		Description: "The state saved at the run's latest checkpoint (or the named one), with its label and step: use it to continue earlier work instead of asking the user again.",
@@ -121,9 +126,28 @@ func (t *toolset) runTools(srv *gomcp.Server) {
 			if err != nil {
 				return nil, err
 			}
-			return t.restore(ctx, c, in.Run, id, in.Label)
+			res, err := t.restore(ctx, c, in.Run, id, in.Label)
+			return res, named(err, id, in.Run)
 		})
 }
+
+// named says a run's errors with the name the user gave it, not the id it
+// is stored under (which carries the user's binding); errors.Is and
+// errors.As see the error as it was.
+func named(err error, id, name string) error {
+	if err == nil {
+		return nil
+	}
+	return renamedError{err: err, id: id, name: name}
+}
+
+type renamedError struct {
+	err      error
+	id, name string
+}
+
+func (e renamedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.id, e.name) }
+func (e renamedError) Unwrap() error { return e.err }
 
 // checkpoint commits state under the run's lease and labels the revision.
 // The label is checked under the lease before the commit, so a taken label
