@@ -44,6 +44,8 @@ type ProfileItem struct {
 	MemoryID string          `json:"memory_id"`
 	Key      string          `json:"key"`
 	Value    json.RawMessage `json:"value"`
+	// Provenance is where the claim came from: every fact with its source.
+	Provenance Provenance `json:"provenance"`
 }
 
 // Profile returns the subject's profile, from the cache when the subject
@@ -80,7 +82,7 @@ func (s *Service) Profile(ctx context.Context, tenantID, subjectID string) (Prof
 				nv = &NamespaceView{Namespace: c.Namespace}
 				byNS[c.Namespace] = nv
 			}
-			nv.Items = append(nv.Items, ProfileItem{MemoryID: c.MemoryID, Key: c.Key, Value: c.Value})
+			nv.Items = append(nv.Items, ProfileItem{MemoryID: c.MemoryID, Key: c.Key, Value: c.Value, Provenance: c.Provenance})
 			if c.ExpiresAt != nil && (p.expires == nil || c.ExpiresAt.Before(*p.expires)) {
 				e := *c.ExpiresAt
 				p.expires = &e

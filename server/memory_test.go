@@ -682,8 +682,16 @@ func TestMemoryPolicy(t *testing.T) {
 		}
 		res = e.do(t, "GET", "/v1/subjects/ivan/profile", nil, e.a)
 		schemas.validate(t, "MemoryProfile", res.body)
-		if p := decodeAs[memory.Profile](t, res, 200); p.Claims != 2 || len(p.Namespaces) != 2 || p.Tokens == 0 {
-			t.Fatalf("profile: %+v", p)
+		prof := decodeAs[memory.Profile](t, res, 200)
+		if prof.Claims != 2 || len(prof.Namespaces) != 2 || prof.Tokens == 0 {
+			t.Fatalf("profile: %+v", prof)
+		}
+		for _, ns := range prof.Namespaces {
+			for _, it := range ns.Items {
+				if it.Provenance.SourceType == "" || it.Provenance.SourceID == "" || it.Provenance.ValidatedBy == "" {
+					t.Fatalf("profile item without its source: %+v", it)
+				}
+			}
 		}
 		// Only an admin declares a namespace policy; a reader may search but not write.
 		const wk, rk = "memory-writer-key-0123456789", "memory-reader-key-0123456789"
