@@ -297,7 +297,10 @@ func (s *Service) prepare(ctx context.Context, tenantID string, in AddInput) (Cl
 	if ns.Personal && strings.TrimSpace(in.ConsentBasis) == "" {
 		return Claim{}, Namespace{}, fmt.Errorf("namespace %s: %w", in.Namespace, ErrNoConsent)
 	}
-	validFrom := now
+	// Without valid_from the claim holds from when it is written: write
+	// sets it then, under the key's turn, so a claim that waited for a
+	// concurrent one is not taken for an older fact arriving late.
+	var validFrom time.Time
 	if in.ValidFrom != nil {
 		validFrom = in.ValidFrom.UTC().Truncate(time.Microsecond)
 		if validFrom.After(now.Add(time.Minute)) {
@@ -357,6 +360,7 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 		return AddResult{}, fmt.Errorf("write claim for key %s: %w", c.Key, err)
 	}
 	defer unlock()
+	implicitFrom := c.ValidFrom.IsZero()
 	var vec *Vector
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -373,6 +377,9 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 			return AddResult{}, fmt.Errorf("claim %s is not the current claim of key %s: %w", supersedes, c.Key, ErrConflict)
 		}
 		now := s.now()
+		if implicitFrom {
+			c.ValidFrom = now
+		}
 		if c.Status == StatusHeld {
 			// A held claim asked again (a retry, the same message extracted
 			// again) is the one already waiting, or settled by the user's no.
@@ -380,7 +387,20 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 				return res, err
 			}
 		}
-		if ok && cur.ValueDigest == c.ValueDigest && cur.Live(now) && c.Status == StatusCurrent {
+		if ok && c.Status == StatusCurrent && cur.Live(now) && c.ValidFrom.Before(cur.ValidFrom) && cur.ValueDigest != c.ValueDigest {
+			// A fact that arrives late but held before the current one does
+			// not replace it: the current claim is the later truth, and
+			// taking the older one would leave two claims in force at once
+			// in valid time.
+			r := fmt.Sprintf("valid_from %s is before that of the key's current claim %s (%s): a claim supersedes only an earlier one",
+				c.ValidFrom.Format(time.RFC3339), cur.MemoryID, cur.ValidFrom.Format(time.RFC3339))
+			return AddResult{Outcome: OutcomeRefused, Reason: r}, &Refusal{Reason: r, Err: ErrRefused}
+		}
+		if ok && cur.ValueDigest == c.ValueDigest && cur.Live(now) && c.Status == StatusCurrent && !outlives(c, cur) {
+			if sameEvidence(c.Provenance, cur.Provenance) {
+				// The same message read again (a replay) is no new confirmation.
+				return AddResult{Claim: cur, Outcome: OutcomeMerged, MergedInto: cur.MemoryID}, nil
+			}
 			got, err := s.store.Refresh(ctx, c.TenantID, cur.MemoryID, now)
 			if errors.Is(err, ErrConflict) && attempt < maxInsertRetries {
 				continue
@@ -827,6 +847,27 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 func approxTokens(s string) int { return (len(s) + 3) / 4 }
+
+// outlives tells whether c would be kept longer than cur, which expires: a
+// fact stated again without an end (or a later one) must not merge into a
+// claim about to expire, or the fact would expire with it; it supersedes it.
+func outlives(c, cur Claim) bool {
+	return cur.ExpiresAt != nil && (c.ExpiresAt == nil || c.ExpiresAt.After(*cur.ExpiresAt))
+}
+
+// sameEvidence tells whether a restatement cites nothing the claim cites
+// not (the same messages of the same source): a replay of its evidence.
+func sameEvidence(a, b Provenance) bool {
+	if a.SourceType != b.SourceType || a.SourceID != b.SourceID || a.RunID != b.RunID || a.EventSeq != b.EventSeq || len(a.MessageIDs) == 0 {
+		return false
+	}
+	for _, m := range a.MessageIDs {
+		if !slices.Contains(b.MessageIDs, m) {
+			return false
+		}
+	}
+	return true
+}
 
 // backoff waits a random time that grows with the attempt (at most 5 ms
 // times the attempt), or until ctx ends.

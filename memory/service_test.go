@@ -117,9 +117,15 @@ func TestExactDuplicateMergesIntoTheCurrentClaim(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t, memstore.New().Memory(), nil)
 	a := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "dislikes.mugs", Value: str("mugs")})
-	b := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "dislikes.mugs", Value: str("  Mugs ")})
+	again := prov()
+	again.MessageIDs = []string{"m2"} // said again, in another message
+	b := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "dislikes.mugs", Value: str("  Mugs "), Provenance: again})
 	if b.Outcome != memory.OutcomeMerged || b.MergedInto != a.Claim.MemoryID || b.Claim.Confirmations != 2 {
 		t.Fatalf("duplicate = %+v, want merged into %s with 2 confirmations", b, a.Claim.MemoryID)
+	}
+	// The message the claim cites read again (a replay) is no new confirmation.
+	if r := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Key: "dislikes.mugs", Value: str("mugs")}); r.Outcome != memory.OutcomeMerged || r.Claim.Confirmations != 2 {
+		t.Fatalf("replay = %+v, want merged with 2 confirmations still", r)
 	}
 	cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1"})
 	if len(cs) != 1 {
@@ -162,6 +168,50 @@ func TestIdempotencyKeyReplaysTheFirstAnswer(t *testing.T) {
 	}
 	if res, replayed, err := s.AddKeyed(ctx, "t2", in, "k-1"); err != nil || replayed || res.Outcome != memory.OutcomeAdded {
 		t.Fatalf("the same key in another tenant: %+v replayed=%v %v", res, replayed, err)
+	}
+}
+
+// TestLateOlderClaimDoesNotReplaceTheCurrent: a claim valid from before the
+// key's current claim arrives late; it does not become current, and reads
+// as of any time give one value per key.
+func TestLateOlderClaimDoesNotReplaceTheCurrent(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	at := func(y int) *time.Time { v := time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC); return &v }
+	add(t, s, "t1", memory.AddInput{SubjectID: "u3", Key: "employer", Value: str("Globex"), ValidFrom: at(2020)})
+	acme := add(t, s, "t1", memory.AddInput{SubjectID: "u3", Key: "employer", Value: str("Acme"), ValidFrom: at(2023)})
+	var ref *memory.Refusal
+	if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u3", Key: "employer", Value: str("Initech"), ValidFrom: at(2021), Provenance: prov()}); !errors.As(err, &ref) {
+		t.Fatalf("a late claim valid from before the current one: %v, want a refusal", err)
+	}
+	if cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u3"}); len(cs) != 1 || cs[0].MemoryID != acme.Claim.MemoryID {
+		t.Fatalf("current = %+v, want Acme", cs)
+	}
+	for y, want := range map[int]string{2021: `"Globex"`, 2022: `"Globex"`, 2024: `"Acme"`} {
+		cs, _, err := s.List(ctx, "t1", memory.Query{SubjectID: "u3", AsOf: at(y)})
+		if err != nil || len(cs) != 1 || string(cs[0].Value) != want {
+			t.Fatalf("as of %d: %+v %v, want only %s", y, cs, err, want)
+		}
+	}
+}
+
+// TestRestatementOutlivesAnExpiringClaim: the same fact stated again
+// without an end does not merge into a claim about to expire (it would
+// expire with it); it supersedes it and stays.
+func TestRestatementOutlivesAnExpiringClaim(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := newService(t, memstore.New().Memory(), clk)
+	add(t, s, "t1", memory.AddInput{SubjectID: "t2", Key: "city", Value: str("Oslo"), TTLSeconds: 3})
+	again := prov()
+	again.MessageIDs = []string{"m2"}
+	r := add(t, s, "t1", memory.AddInput{SubjectID: "t2", Key: "city", Value: str("Oslo"), Provenance: again})
+	if r.Claim.ExpiresAt != nil {
+		t.Fatalf("restated without an end: %+v, want a claim that does not expire", r)
+	}
+	clk.add(time.Minute)
+	if cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "t2"}); len(cs) != 1 || string(cs[0].Value) != `"Oslo"` {
+		t.Fatalf("after the first claim's expiry: %+v, want Oslo", cs)
 	}
 }
 
