@@ -278,6 +278,21 @@ func (s *Service) retract(ctx context.Context, tenantID, subjectID string, c Can
 		item.Outcome, item.Reason = OutcomeFailed, "the store did not answer"
 		return
 	case !ok || !cur.Live(s.now()):
+		// A claim of the key still held for confirmation is withdrawn by the
+		// user's retraction: it must not be confirmed later.
+		if held := s.heldToRetract(ctx, tenantID, subjectID, c); len(held) > 0 {
+			item.MemoryID = held[0].MemoryID
+			if apply {
+				for _, h := range held {
+					if _, err := s.Reject(ctx, tenantID, h.MemoryID, "retracted by the user in message "+strings.Join(c.MessageIDs, ", ")); err != nil && !errors.Is(err, ErrConflict) {
+						item.Outcome, item.Reason = OutcomeFailed, "the store did not take the retraction: retry"
+						return
+					}
+				}
+			}
+			item.Outcome, item.Reason = OutcomeInvalidated, "withdraws the claim held for confirmation"
+			return
+		}
 		item.Outcome, item.Reason = OutcomeRefused, "a retraction of a key that holds no current claim"
 		return
 	case len(c.Retracts) > 0 && !isNull(c.Retracts) && ValueDigest(c.Namespace, c.Key, c.Retracts) != cur.ValueDigest:
@@ -294,6 +309,22 @@ func (s *Service) retract(ctx context.Context, tenantID, subjectID string, c Can
 		return
 	}
 	item.Outcome = OutcomeInvalidated
+}
+
+// heldToRetract lists the key's claims held for confirmation that a
+// retraction withdraws: all of them, or those of the value it names.
+func (s *Service) heldToRetract(ctx context.Context, tenantID, subjectID string, c Candidate) []Claim {
+	cs, err := s.store.List(ctx, ListQuery{TenantID: tenantID, SubjectID: subjectID, Namespace: c.Namespace, Key: NormalizeKey(c.Key), Statuses: []Status{StatusHeld}, Limit: MaxListLimit})
+	if err != nil {
+		return nil
+	}
+	var out []Claim
+	for _, h := range cs {
+		if len(c.Retracts) == 0 || isNull(c.Retracts) || ValueDigest(c.Namespace, NormalizeKey(c.Key), c.Retracts) == h.ValueDigest {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // contradict invalidates the current claims of the keys a new claim makes

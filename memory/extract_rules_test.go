@@ -51,3 +51,39 @@ func TestRulesExtractionThroughPolicy(t *testing.T) {
 		t.Fatalf("a retracted claim is still served: %+v", cs)
 	}
 }
+
+// TestRetractionWithdrawsAHeldClaim: a sensitive claim waits for
+// confirmation; the user's retraction of it withdraws it, so it can no
+// longer be confirmed; a denied favorite retracts it, never kept as
+// "not pizza".
+func TestRetractionWithdrawsAHeldClaim(t *testing.T) {
+	ctx := context.Background()
+	s := memory.NewService(memstore.New().Memory(), memory.Options{Extractor: extract.Rules{}})
+	say := func(id, text string) memory.ExtractResult {
+		t.Helper()
+		r, err := s.Extract(ctx, "t1", memory.ExtractInput{SubjectID: "x2", Apply: true, Messages: []memory.Message{{ID: id, Role: "user", Content: text}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	held := say("a", "I am vegetarian.")
+	if len(held.Items) != 1 || held.Items[0].Outcome != memory.OutcomeHeld {
+		t.Fatalf("vegetarian = %+v", held.Items)
+	}
+	gone := say("b", "I'm not vegetarian anymore.")
+	if len(gone.Items) != 1 || gone.Items[0].Outcome != memory.OutcomeInvalidated || gone.Items[0].MemoryID != held.Items[0].MemoryID {
+		t.Fatalf("retraction of the held claim = %+v", gone.Items)
+	}
+	if hs, _, _ := s.Held(ctx, "t1", memory.Query{SubjectID: "x2"}); len(hs) != 0 {
+		t.Fatalf("still held after the user withdrew it: %+v", hs)
+	}
+	if _, err := s.Confirm(ctx, "t1", held.Items[0].MemoryID); err == nil {
+		t.Fatal("a withdrawn claim was confirmed")
+	}
+	say("c", "My favorite food is pizza.")
+	say("d", "My favorite food is not pizza.")
+	if cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "x2"}); len(cs) != 0 {
+		t.Fatalf("after 'not pizza': %+v, want no favorite food", cs)
+	}
+}

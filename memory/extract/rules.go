@@ -1179,8 +1179,8 @@ func (c *clause) allergy(scope, about string) ([]fact, string) {
 
 func (c *clause) allergyFact(scope, about, v string, m mods) ([]fact, string) {
 	sl := slug(v)
-	if sl == "" {
-		return nil, ""
+	if sl == "" || badObjects[strings.ToLower(strings.TrimSpace(v))] {
+		return nil, "" // "allergic to nothing" names no allergy
 	}
 	f := fact{key: scoped(scope, "health.allergies."+sl), value: jsonString(v), category: "health",
 		kind: memory.KindStatement, conf: confExplicit, about: about}
@@ -1358,13 +1358,19 @@ func (c *clause) favorite(scope, about string) ([]fact, string) {
 		return nil, ""
 	}
 	thing := slug(c.p.text[c.t[start].s:c.t[c.i-2].e])
+	// "is not pizza", "is no longer red": the value is denied, never kept
+	// as "not pizza"; the statement retracts it.
+	var m mods
+	if why := c.readMods(&m); why != "" {
+		return nil, why
+	}
 	s, e, n, ok := c.object(6, stopWords)
 	if !ok || n == 0 || badObjects[c.t[c.i-n].w] {
 		return nil, ""
 	}
 	f := fact{key: scoped(scope, "favorite."+thing), value: jsonString(c.p.text[s:e]),
 		category: "preference", kind: memory.KindStatement, conf: confExplicit, about: about}
-	return c.finish([]fact{f}, mods{}, nil)
+	return c.finish([]fact{f}, m, retractValue)
 }
 
 // relation reads "my wife (Anna) ..." and scopes what follows to her.

@@ -108,6 +108,10 @@ func TestRulesPhrasings(t *testing.T) {
 		{"I love \"Dune\"", []string{`likes.dune="Dune"`}},
 		{"My favorite color is blue", []string{`favorite.color="blue"`}},
 		{"my favourite band is Radiohead", []string{`favorite.band="Radiohead"`}},
+		// A denied favorite retracts it; it is never kept as "not pizza".
+		{"My favorite food is not pizza.", []string{`favorite.food=null correction retracts "pizza"`}},
+		{"My favorite food isn't pizza.", []string{`favorite.food=null correction retracts "pizza"`}},
+		{"My favorite color is no longer red.", []string{`favorite.color=null correction retracts "red"`}},
 		// health and diet
 		{"I'm allergic to peanuts and shellfish", []string{`health.allergies.peanuts="peanuts"`, `health.allergies.shellfish="shellfish"`}},
 		{"I have a nut allergy", []string{`health.allergies.nut="nut"`}},
@@ -229,6 +233,7 @@ func TestRulesNoClaim(t *testing.T) {
 		{"I love the idea", whyConversation},
 		{"I'm Canadian", ""},
 		{"I'm allergic to meetings lol", whyJoke},
+		{"I'm allergic to nothing.", ""},
 		{"just kidding, I live in Mars", whyJoke},
 		{"I don't like the color of the button", whyConversation},
 		{"I'm Anna", ""}, // no greeting: a name or a nationality, unknown
