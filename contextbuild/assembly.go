@@ -53,14 +53,27 @@ func (a *assembly) lineTokens(l line) int {
 	return a.counter.Count(l.text + "\n")
 }
 
-// addLines adds one system message of header and the leading lines that fit
-// in cap tokens, in order, and records the rest as left out with reason.
-// It returns how many lines went in.
+// roleOf is the role a part's message takes. Text that came from users or
+// from outside (history, its summaries, retrieved documents) goes in as a
+// user turn, not with the authority of the system prompt, so an
+// instruction written in it is not taken for the application's; confirmed
+// facts about the user and the state stay system.
+func roleOf(kind string) llm.Role {
+	switch kind {
+	case KindHistory, KindSummary, KindDocuments:
+		return llm.RoleUser
+	}
+	return llm.RoleSystem
+}
+
+// addLines adds one message of header and the leading lines that fit in
+// cap tokens, in order, and records the rest as left out with reason. It
+// returns how many lines went in.
 func (a *assembly) addLines(kind, header string, lines []line, cap int, reason string) int {
 	if len(lines) == 0 {
 		return 0
 	}
-	used := tokens.TokensPerMessage + a.counter.Count(string(llm.RoleSystem)) + a.counter.Count(header+"\n")
+	used := tokens.TokensPerMessage + a.counter.Count(string(roleOf(kind))) + a.counter.Count(header+"\n")
 	n := 0
 	for _, l := range lines {
 		t := a.lineTokens(l)
@@ -80,7 +93,7 @@ func (a *assembly) addLines(kind, header string, lines []line, cap int, reason s
 	if n == 0 {
 		return 0
 	}
-	a.addLinesMessage(kind, header, lines[:n], used, llm.RoleSystem)
+	a.addLinesMessage(kind, header, lines[:n], used, roleOf(kind))
 	return n
 }
 

@@ -370,7 +370,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 	spentOlder := 0
 	if query != "" && start > 0 {
 		header := "Earlier history relevant to the question (oldest first):"
-		left := budget - used - (tokens.TokensPerMessage + a.counter.Count(string(llm.RoleSystem)) + a.counter.Count(header+"\n"))
+		left := budget - used - (tokens.TokensPerMessage + a.counter.Count(string(roleOf(KindHistory))) + a.counter.Count(header+"\n"))
 		ranked, terms, err := b.rankOlder(ctx, h, query, start)
 		if err != nil {
 			return err
@@ -410,7 +410,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 			}
 			sort.Ints(idx)
 			lines := make([]line, 0, len(idx))
-			total := tokens.TokensPerMessage + a.counter.Count(string(llm.RoleSystem)) + a.counter.Count(header+"\n")
+			total := tokens.TokensPerMessage + a.counter.Count(string(roleOf(KindHistory))) + a.counter.Count(header+"\n")
 			prev := ""
 			for _, i := range idx {
 				it := h.items[i]
@@ -423,7 +423,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 				lines = append(lines, line{text: h.linePrefix(it) + it.text, src: h.srcPrefix() + strconv.FormatInt(it.seq, 10), tokens: ic.line[i]})
 				total += ic.line[i]
 			}
-			a.addLinesMessage(KindHistory, header, lines, total, llm.RoleSystem)
+			a.addLinesMessage(KindHistory, header, lines, total, roleOf(KindHistory))
 			spentOlder = total
 		}
 	}
