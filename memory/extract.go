@@ -105,6 +105,10 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 		roles[m.ID] = m.Role
 		msgs[i] = m
 	}
+	if in.SourceType != "" && !sourceTypes[in.SourceType] {
+		// Every candidate would be refused for it: the request is wrong, not them.
+		return ExtractResult{}, fmt.Errorf("%w: source_type must be one of message, run_event, tool, user, operator, document, import", ErrInvalidInput)
+	}
 	ex, err := s.opts.Extractor.Extract(ctx, msgs)
 	if err != nil {
 		return ExtractResult{}, fmt.Errorf("extract candidates: %w", err)

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/mementohq/memento/memory"
@@ -85,5 +86,15 @@ func TestRetractionWithdrawsAHeldClaim(t *testing.T) {
 	say("d", "My favorite food is not pizza.")
 	if cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "x2"}); len(cs) != 0 {
 		t.Fatalf("after 'not pizza': %+v, want no favorite food", cs)
+	}
+}
+
+// TestExtractRefusesABadSourceType: a source type no claim can carry is a
+// bad request (ErrInvalidInput), not every candidate refused one by one.
+func TestExtractRefusesABadSourceType(t *testing.T) {
+	s := memory.NewService(memstore.New().Memory(), memory.Options{Extractor: extract.Rules{}})
+	_, err := s.Extract(context.Background(), "t1", memory.ExtractInput{SubjectID: "u1", SourceType: "carrier-pigeon", Messages: []memory.Message{{ID: "m1", Role: "user", Content: "I live in Paris."}}})
+	if !errors.Is(err, memory.ErrInvalidInput) {
+		t.Fatalf("extract with source_type carrier-pigeon: %v, want ErrInvalidInput", err)
 	}
 }
