@@ -218,10 +218,14 @@ func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result
 		historyNeed, wholeFits = n, true
 	}
 	shares := []float64{stateShare, profileShare, memoryShare, documentShare}
+	// A part the request cannot have keeps no room.
+	present := []bool{own != nil, r.SubjectID != "", r.SubjectID != "" && r.Query != "", r.Principal != "" && r.Query != ""}
 	budgetOf := func(part int) int {
 		later := 0
-		for _, sh := range shares[part+1:] {
-			later += int(float64(rest) * sh)
+		for j, sh := range shares[part+1:] {
+			if present[part+1+j] {
+				later += int(float64(rest) * sh)
+			}
 		}
 		return max(int(float64(rest)*shares[part]), avail-queryTokens-a.total-historyNeed-later)
 	}

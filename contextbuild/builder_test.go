@@ -358,6 +358,19 @@ func TestUnneededHistoryBudgetGoesToTheParts(t *testing.T) {
 			t.Errorf("session %q: profile of %d claims, want 60; %d tokens", req.SessionID, profile, res.Accounting.TotalTokens)
 		}
 	}
+	// Without a query there are no memories or documents to keep room for:
+	// a profile of more than the parts' shares (here about 4,500 tokens in
+	// 7,000) goes in whole.
+	for i := 60; i < 150; i++ {
+		if _, err := f.mem.Add(ctx, tenant, memory.AddInput{SubjectID: "big", Key: fmt.Sprintf("fact.%d", i), Value: json.RawMessage(fmt.Sprintf(`"the detail number %d of the subject's many confirmed facts, told at length with every circumstance"`, i)),
+			Provenance: memory.Provenance{SourceType: memory.SourceMessage, SourceID: "s1", ValidatedBy: memory.ValidatedUserStated}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big, err := f.b.Build(ctx, tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: 7000, SubjectID: "big"})
+	if err != nil || len(big.Accounting.LeftOut) != 0 || big.Accounting.TotalTokens < 3900 {
+		t.Fatalf("a profile of 150 claims in 7,000 tokens without a query: %d tokens, left out %+v, %v", big.Accounting.TotalTokens, big.Accounting.LeftOut, err)
+	}
 	// A small budget still honours the shares: the history keeps its room.
 	res, err := f.b.Build(ctx, tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: 300, SubjectID: "big", SessionID: "short", UserID: "big"})
 	if err != nil || res.Accounting.TotalTokens > 300 {
