@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -72,7 +73,18 @@ func outcomeUnknown(err error) bool {
 	if errors.As(err, &str) && str.SafeToRetry() {
 		return false
 	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false // no connection, so nothing was sent
+	}
 	return errors.Is(err, context.DeadlineExceeded) || connectionLost(err)
+}
+
+// writeOutcomeUnknown is the answer to a write other than a commit whose
+// outcome is unknown, with the read that settles it.
+func writeOutcomeUnknown(err error, reread string) *apiError {
+	return &apiError{kind: problem.CommitOutcomeUnknown, cause: err,
+		detail: "the connection to the store broke after the write was sent, so it may or may not have been applied; GET " + reread + " settles it"}
 }
 
 // commitOutcomeUnknown is the answer to a write whose outcome is unknown.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"strings"
@@ -372,4 +373,58 @@ func TestUnreachableRedisIs503(t *testing.T) {
 	expectRetryable(t, e, e.do(t, "GET", "/v1/sessions/s1?user_id=u1", nil, h), 503, "unavailable")
 	expectRetryable(t, e, e.do(t, "POST", "/v1/sessions/s1/messages?user_id=u1", `{"messages":[{"role":"user","content":"hi"}]}`, h), 503, "unavailable")
 	expectRetryable(t, e, e.do(t, "GET", "/v1/sessions?user_id=u1", nil, h), 503, "unavailable")
+}
+
+// TestSessionWriteOutcomeUnknown: a session append whose answer is lost
+// after Redis ran it (or that never reached it) answers 503
+// commit-outcome-unknown with the read that settles it, not 503
+// unavailable (which says nothing was done); the client does not send it
+// again by itself, so it is applied once or not at all.
+func TestSessionWriteOutcomeUnknown(t *testing.T) {
+	rdb, redisURL := testenv.RedisClient(t)
+	tenant := testenv.RandomID("t-")
+	testenv.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPGProxy(t, u.Host) // a plain TCP proxy
+	u.Host = p.ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: testenv.PIIKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	const key = "redis-outcome-key-0123456789"
+	e := serveEngine(t, eng, key+"="+tenant+":writer", key)
+	h := map[string]string{"Authorization": "Bearer " + key}
+	if res := e.do(t, "PUT", "/v1/sessions/s1", `{"user_id":"u1","state":{"a":1}}`, h); res.status != 201 {
+		t.Fatalf("put: %d %s", res.status, res.body)
+	}
+	want := 0
+	for i, drop := range []bool{false, true} {
+		marker := fmt.Sprintf("outcome-probe-%d", i)
+		p.mu.Lock()
+		p.cutAfter, p.cutDrop = []byte(marker), drop
+		p.mu.Unlock()
+		res := e.do(t, "POST", "/v1/sessions/s1/messages?user_id=u1", `{"messages":[{"role":"user","content":"`+marker+`"}]}`, h)
+		select {
+		case <-p.cut:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the proxy never saw the append")
+		}
+		pr := expectRetryable(t, e, res, 503, "commit-outcome-unknown")
+		if !strings.Contains(pr.Detail, "GET /v1/sessions/s1/messages?user_id=u1") {
+			t.Errorf("detail does not say how to settle it: %s", pr.Detail)
+		}
+		if !drop {
+			want++
+		}
+		got := e.do(t, "GET", "/v1/sessions/s1/messages?user_id=u1", nil, h)
+		if n := strings.Count(string(got.body), "outcome-probe-"); got.status != 200 || n != want {
+			t.Fatalf("drop=%v: %d probes stored, want %d (applied once or not at all): %d %s", drop, n, want, got.status, got.body)
+		}
+	}
 }

@@ -74,8 +74,7 @@ func memoryLocation(id string) string { return "/v1/memories/" + url.PathEscape(
 // says how to settle it.
 func memoryWriteFailed(err error, reread string) error {
 	if outcomeUnknown(err) {
-		return &apiError{kind: problem.CommitOutcomeUnknown, cause: err,
-			detail: "the connection to the store broke after the write was sent, so it may or may not have been applied; GET " + reread + " settles it"}
+		return writeOutcomeUnknown(err, reread)
 	}
 	var ref *memory.Refusal
 	if errors.As(err, &ref) {

@@ -122,7 +122,7 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	ss, created, err := s.sessions.Put(r.Context(), tenant(r), sessionID(r), req)
 	if err != nil {
-		return err
+		return sessionWriteFailed(err, r, req.UserID, "")
 	}
 	w.Header().Set("ETag", revisionETag(ss.Revision))
 	status := http.StatusOK
@@ -187,7 +187,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	ss, err := s.sessions.Patch(r.Context(), tenant(r), sessionID(r), user, rev, patch)
 	if err != nil {
-		return err
+		return sessionWriteFailed(err, r, user, "")
 	}
 	w.Header().Set("ETag", revisionETag(ss.Revision))
 	writeJSON(w, http.StatusOK, ss)
@@ -200,7 +200,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if _, err := s.sessions.Close(r.Context(), tenant(r), sessionID(r), user); err != nil {
-		return err
+		return sessionWriteFailed(err, r, user, "")
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -215,7 +215,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	ss, err := s.sessions.Close(r.Context(), tenant(r), sessionID(r), user)
 	if err != nil {
-		return err
+		return sessionWriteFailed(err, r, user, "")
 	}
 	writeJSON(w, http.StatusOK, ss)
 	return nil
@@ -237,7 +237,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := s.sessions.Append(r.Context(), tenant(r), sessionID(r), user, body.Messages)
 	if err != nil {
-		return err
+		return sessionWriteFailed(err, r, user, "/messages")
 	}
 	w.Header().Set("Memento-Messages-Trimmed", strconv.Itoa(res.Trimmed))
 	writeJSON(w, http.StatusOK, res)
@@ -314,7 +314,7 @@ func (s *Server) putSummary(w http.ResponseWriter, r *http.Request) error {
 	sum := session.Summary{Text: body.Text, Data: body.Data, ThroughSeq: body.ThroughSeq}
 	ss, err := s.sessions.SetSummary(r.Context(), tenant(r), sessionID(r), user, sum)
 	if err != nil {
-		return err
+		return sessionWriteFailed(err, r, user, "")
 	}
 	writeJSON(w, http.StatusOK, ss)
 	return nil
@@ -342,4 +342,15 @@ func (s *Server) forgetPII(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// sessionWriteFailed answers a session write the store may have applied
+// although no answer came back (a timeout after sending) as such, with the
+// read that settles it, instead of 503 unavailable, which says nothing was
+// done.
+func sessionWriteFailed(err error, r *http.Request, user, rest string) error {
+	if outcomeUnknown(err) {
+		return writeOutcomeUnknown(err, sessionLocation(sessionID(r))+rest+"?user_id="+url.QueryEscape(user))
+	}
+	return err
 }

@@ -86,17 +86,29 @@ func IsClusterURL(url string) bool {
 }
 
 // dial makes the client a URL names, and says where it points (no password).
+//
+// The client does not send a command again after a network error (unless
+// the URL sets max_retries): an append or a write script whose answer was
+// lost may have run, and running it again would apply it twice. The error
+// goes up instead, and the API answers that the outcome is unknown.
 func dial(url string) (goredis.UniversalClient, string, error) {
+	noRetry := !strings.Contains(url, "max_retries=")
 	if IsClusterURL(url) {
 		opts, err := goredis.ParseClusterURL(url)
 		if err != nil {
 			return nil, "", err
+		}
+		if noRetry {
+			opts.MaxRetries = -1
 		}
 		return goredis.NewClusterClient(opts), "cluster " + strings.Join(opts.Addrs, ","), nil
 	}
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
 		return nil, "", err
+	}
+	if noRetry {
+		opts.MaxRetries = -1
 	}
 	return goredis.NewClient(opts), opts.Addr, nil
 }
