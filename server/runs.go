@@ -122,6 +122,18 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The list's cursor, as every list takes one: the seq of the last
+	// event of the page before (what next_cursor says).
+	if c := q.Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n < 0 {
+			return unprocessable("cursor is not one this list gave: pass next_cursor as it came")
+		}
+		if q.Has("after") && n != after {
+			return unprocessable("give cursor or after, not both")
+		}
+		after = n
+	}
 	limit, err := queryInt(q, "limit")
 	if err != nil {
 		return err

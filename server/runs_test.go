@@ -123,6 +123,25 @@ func TestRunFlow(t *testing.T) {
 		if fmt.Sprint(seqs) != "[1 2 3 4]" {
 			t.Fatalf("event seqs %v, want [1 2 3 4]", seqs)
 		}
+		// The same pages by cursor, as a generic paginator follows next_cursor.
+		seqs, cursor := nil, ""
+		for pages := 0; pages < 10; pages++ {
+			res = e.do(t, "GET", "/v1/runs/flow-1/events?limit=2&cursor="+cursor, nil, nil)
+			var page client.Page[run.Event]
+			if res.status != 200 || json.Unmarshal(res.body, &page) != nil {
+				t.Fatalf("events by cursor: %d %s", res.status, res.body)
+			}
+			for _, ev := range page.Items {
+				seqs = append(seqs, ev.Seq)
+			}
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if fmt.Sprint(seqs) != "[1 2 3 4]" {
+			t.Fatalf("event seqs by cursor %v, want [1 2 3 4]", seqs)
+		}
+		expectProblem(t, e.do(t, "GET", "/v1/runs/flow-1/events?cursor=zzz", nil, nil), http.StatusUnprocessableEntity, "invalid-request")
 
 		// Checkpoints: current revision, an explicit one, a duplicate label.
 		res = e.do(t, "POST", "/v1/runs/flow-1/checkpoints", map[string]any{"label": "after-refund", "revision": 3}, nil)
