@@ -20,6 +20,11 @@ import (
 // payloads belong in an artifact store, with a digest and URI in the state.
 const DefaultMaxStateBytes = 1 << 20
 
+// MaxRevision bounds a revision a request may name: no run gets near it
+// (2^53, the largest integer every JSON reader holds exactly), and the
+// stores' 64-bit arithmetic on one past it must not overflow.
+const MaxRevision = 1 << 53
+
 // Limits on identifiers and lists.
 const (
 	MaxIDLength     = 256 // as every id the HTTP API takes in a path
@@ -430,8 +435,8 @@ func (s *Service) commitChecked(ctx context.Context, tenantID, runID string, sc 
 }
 
 func (s *Service) validateCommit(c CommitRequest) (StoreCommit, error) {
-	if c.ExpectedRevision < 1 {
-		return StoreCommit{}, invalid("expected_revision must be at least 1")
+	if c.ExpectedRevision < 1 || c.ExpectedRevision > MaxRevision {
+		return StoreCommit{}, invalid("expected_revision must be within [1, %d]", int64(MaxRevision))
 	}
 	if err := ValidID("lease.owner", c.Lease.Owner); err != nil {
 		return StoreCommit{}, err
@@ -517,8 +522,8 @@ func (s *Service) CheckpointKeyed(ctx context.Context, tenantID, runID, label st
 	if err := ValidID("label", label); err != nil {
 		return Checkpoint{}, false, err
 	}
-	if revision < 0 {
-		return Checkpoint{}, false, invalid("revision must not be negative")
+	if revision < 0 || revision > MaxRevision {
+		return Checkpoint{}, false, invalid("revision must be within [0, %d]", int64(MaxRevision))
 	}
 	if len(idempotencyKey) > MaxIDLength {
 		return Checkpoint{}, false, invalid("Idempotency-Key is longer than %d bytes", MaxIDLength)
@@ -620,8 +625,8 @@ func (s *Service) ForkKeyed(ctx context.Context, tenantID, runID string, req For
 	if (req.FromRevision == 0) == (req.Checkpoint == "") {
 		return Run{}, false, invalid("name exactly one of from_revision or checkpoint")
 	}
-	if req.FromRevision < 0 {
-		return Run{}, false, invalid("from_revision must be positive")
+	if req.FromRevision < 0 || req.FromRevision > MaxRevision {
+		return Run{}, false, invalid("from_revision must be within [1, %d]", int64(MaxRevision))
 	}
 	if len(idempotencyKey) > MaxIDLength {
 		return Run{}, false, invalid("Idempotency-Key is longer than %d bytes", MaxIDLength)

@@ -44,6 +44,11 @@ func TestBoundaryRefusesTextNoStoreKeeps(t *testing.T) {
 			{"attempt 2^31", "POST", "/v1/runs/b/commit", commit(`{"event_type":"x","attempt":2147483648}`, `{}`, ""), nil, 422},
 			{"schema version 2^31", "POST", "/v1/runs/b/commit", commit(ev, `{}`, `,"state_schema_version":2147483648`), nil, 422},
 			{"create schema version 2^31", "POST", "/v1/runs", `{"workflow_name":"w","workflow_version":"1","state_schema_version":2147483648}`, nil, 422},
+			// A revision at the 64-bit edge: one past it overflowed PostgreSQL (500).
+			{"expected revision 2^63-1", "POST", "/v1/runs/b/commit", strings.Replace(commit(ev, `{}`, ""), `"expected_revision":1`, `"expected_revision":9223372036854775807`, 1), nil, 422},
+			{"If-Match 2^63-1", "POST", "/v1/runs/b/commit", strings.Replace(commit(ev, `{}`, ""), `"expected_revision":1,`, ``, 1), map[string]string{"If-Match": `"9223372036854775807"`}, 422},
+			{"fork from revision 2^63-1", "POST", "/v1/runs/b/fork", `{"from_revision":9223372036854775807}`, nil, 422},
+			{"checkpoint at revision 2^63-1", "POST", "/v1/runs/b/checkpoints", `{"label":"l","revision":9223372036854775807}`, nil, 422},
 			{"case-folded field", "POST", "/v1/runs/b/commit", `{"expected_revision":1,"lease":` + string(leaseJSON) + `,"event":` + ev + `,"State":{"x":1}}`, nil, 400},
 			{"case-folded nested field", "POST", "/v1/runs/b/commit", commit(`{"Event_Type":"x"}`, `{}`, ""), nil, 400},
 			{"duplicate name", "POST", "/v1/runs/b/commit", commit(ev, `{}`, `,"state":{"x":1}`), nil, 400},
