@@ -44,6 +44,10 @@ type ResumeRequest struct {
 	Owner            string `json:"owner"`
 	TTLMs            int64  `json:"ttl_ms,omitempty"`
 	ExpectedRevision int64  `json:"expected_revision,omitempty"`
+	// SuspendOnRefusal, when true, suspends a run whose resume is refused
+	// (naming the check), for an operator, so no other worker takes it up
+	// meanwhile (DESIGN rule 4); by default a refusal leaves it as it was.
+	SuspendOnRefusal bool `json:"suspend_on_refusal,omitempty"`
 }
 
 // resumeRefusal is the 422 body: a problem with the checks that ran.
@@ -67,7 +71,7 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := &resume.Verifier{Runs: s.runs, Ops: s.ops}
-	res, err := v.Resume(r.Context(), resume.Request{TenantID: tenant(r), RunID: runID(r), Owner: req.Owner, LeaseTTL: ttl, ExpectedRevision: req.ExpectedRevision})
+	res, err := v.Resume(r.Context(), resume.Request{TenantID: tenant(r), RunID: runID(r), Owner: req.Owner, LeaseTTL: ttl, ExpectedRevision: req.ExpectedRevision, SuspendOnRefusal: req.SuspendOnRefusal})
 	if errors.Is(err, resume.ErrRefused) {
 		ri := infoOf(r)
 		k, _ := problem.Lookup(problem.ResumeRefused)

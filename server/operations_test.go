@@ -77,6 +77,14 @@ func TestOperationsAPI(t *testing.T) {
 		if cur.Status != run.StatusRunning || cur.StatusReason != r.StatusReason || cur.StateRevision != r.StateRevision || cur.LeaseOwner != "" {
 			t.Fatalf("run after refusal: %+v", cur)
 		}
+		// Asked to, a refusal suspends the run for an operator (rule 4), so
+		// no worker takes it up meanwhile.
+		res = e.do(t, "POST", "/v1/runs/run-ops/resume", map[string]any{"owner": "operator-console", "ttl_ms": 5000, "suspend_on_refusal": true}, nil)
+		expectProblem(t, res, http.StatusUnprocessableEntity, "resume-refused")
+		if cur, _ = e.c.GetRun(context.Background(), "run-ops"); cur.Status != run.StatusSuspended || !strings.Contains(cur.StatusReason, "operations") {
+			t.Fatalf("run after a refusal asked to suspend it: %+v", cur)
+		}
+		r = cur
 		// The operator resolves it; the next resume passes every check.
 		expectProblem(t, e.do(t, "POST", path+"/resolve", map[string]any{"outcome": "applied", "external_ref": "rf_1"}, nil), http.StatusUnprocessableEntity, "invalid-request")
 		res = e.do(t, "POST", path+"/resolve", map[string]any{"outcome": "applied", "external_ref": "rf_1", "by": "alice", "reason": "bank statement"}, nil)
