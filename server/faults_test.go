@@ -347,28 +347,7 @@ func TestHungDatabaseHitsTheDeadline(t *testing.T) {
 // TestUnreachableRedisIs503: sessions on a Redis that is cut off answer
 // 503 unavailable with Retry-After, not 500.
 func TestUnreachableRedisIs503(t *testing.T) {
-	rdb, redisURL := testenv.RedisClient(t)
-	tenant := testenv.RandomID("t-")
-	testenv.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
-	u, err := url.Parse(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startPGProxy(t, u.Host) // a plain TCP proxy; nothing in it is PostgreSQL's
-	u.Host = p.ln.Addr().String()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: testenv.PIIKey}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
-	const key = "redis-fault-key-0123456789"
-	e := serveEngine(t, eng, key+"="+tenant+":writer", key)
-	h := map[string]string{"Authorization": "Bearer " + key}
-	if res := e.do(t, "PUT", "/v1/sessions/s1", `{"user_id":"u1","state":{"a":1}}`, h); res.status != 201 {
-		t.Fatalf("put: %d %s", res.status, res.body)
-	}
+	e, p, h := proxiedRedis(t)
 	p.close()
 	expectRetryable(t, e, e.do(t, "GET", "/v1/sessions/s1?user_id=u1", nil, h), 503, "unavailable")
 	expectRetryable(t, e, e.do(t, "POST", "/v1/sessions/s1/messages?user_id=u1", `{"messages":[{"role":"user","content":"hi"}]}`, h), 503, "unavailable")
@@ -381,28 +360,7 @@ func TestUnreachableRedisIs503(t *testing.T) {
 // unavailable (which says nothing was done); the client does not send it
 // again by itself, so it is applied once or not at all.
 func TestSessionWriteOutcomeUnknown(t *testing.T) {
-	rdb, redisURL := testenv.RedisClient(t)
-	tenant := testenv.RandomID("t-")
-	testenv.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
-	u, err := url.Parse(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startPGProxy(t, u.Host) // a plain TCP proxy
-	u.Host = p.ln.Addr().String()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: testenv.PIIKey}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
-	const key = "redis-outcome-key-0123456789"
-	e := serveEngine(t, eng, key+"="+tenant+":writer", key)
-	h := map[string]string{"Authorization": "Bearer " + key}
-	if res := e.do(t, "PUT", "/v1/sessions/s1", `{"user_id":"u1","state":{"a":1}}`, h); res.status != 201 {
-		t.Fatalf("put: %d %s", res.status, res.body)
-	}
+	e, p, h := proxiedRedis(t)
 	want := 0
 	for i, drop := range []bool{false, true} {
 		marker := fmt.Sprintf("outcome-probe-%d", i)
@@ -427,4 +385,34 @@ func TestSessionWriteOutcomeUnknown(t *testing.T) {
 			t.Fatalf("drop=%v: %d probes stored, want %d (applied once or not at all): %d %s", drop, n, want, got.status, got.body)
 		}
 	}
+}
+
+// proxiedRedis serves an engine whose Redis is reached through a TCP proxy
+// the test can cut, with session s1 of user u1 created; it answers the
+// server, the proxy and the headers of the server's one key.
+func proxiedRedis(t *testing.T) (*testEnv, *pgProxy, map[string]string) {
+	t.Helper()
+	rdb, redisURL := testenv.RedisClient(t)
+	tenant := testenv.RandomID("t-")
+	testenv.CleanupRedisKeys(t, rdb, "memento:{t:"+tenant+":*")
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPGProxy(t, u.Host) // a plain TCP proxy; nothing in it is PostgreSQL's
+	u.Host = p.ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := memento.Open(ctx, memento.Config{RedisURL: u.String(), DataDir: t.TempDir(), PII: memento.PIIConfig{Key: testenv.PIIKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	const key = "redis-fault-key-0123456789"
+	e := serveEngine(t, eng, key+"="+tenant+":writer", key)
+	h := map[string]string{"Authorization": "Bearer " + key}
+	if res := e.do(t, "PUT", "/v1/sessions/s1", `{"user_id":"u1","state":{"a":1}}`, h); res.status != 201 {
+		t.Fatalf("put: %d %s", res.status, res.body)
+	}
+	return e, p, h
 }
