@@ -127,24 +127,17 @@ func (sc *StepContext) Approve(ctx context.Context, spec ApprovalSpec) (toolop.A
 		// an undecided, unexpired approval for this digest: wait for it (or let the policy decide)
 	case errors.Is(err, toolop.ErrApprovalNotFound), errors.Is(err, toolop.ErrApprovalExpired),
 		errors.Is(err, toolop.ErrApprovalDigestMismatch), errors.Is(err, toolop.ErrApprovalRejected):
-		summary, err := json.Marshal(spec.Summary)
-		if err != nil {
-			return toolop.Approval{}, fmt.Errorf("approval summary: %w", err)
-		}
-		a, _, err = ops.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: id, StepID: sc.step, RequestDigest: digest, Summary: summary, TTL: spec.TTL})
-		if err != nil {
+		if a, err = sc.ask(ctx, sc.step, digest, spec.Summary, spec.TTL); err != nil {
 			return toolop.Approval{}, err
 		}
 	default:
 		return toolop.Approval{}, err
 	}
-	if sc.e.opts.Approver != nil {
-		if d, ok := sc.e.opts.Approver(ctx, a); ok {
-			if _, err := ops.Decide(ctx, tn, a.ApprovalID, d); err != nil && !errors.Is(err, toolop.ErrApprovalDecided) {
-				return toolop.Approval{}, err
-			}
-			return sc.Approve(ctx, spec)
+	if decided, err := sc.decideByPolicy(ctx, a); err != nil || decided {
+		if err != nil {
+			return toolop.Approval{}, err
 		}
+		return sc.Approve(ctx, spec)
 	}
 	return a, sc.suspendWith(fmt.Sprintf("waiting for approval %s of step %s", a.ApprovalID, sc.step),
 		&control.Wait{Kind: "approval", ApprovalID: a.ApprovalID, StepID: sc.step})
@@ -257,7 +250,11 @@ func (sc *StepContext) guard(ctx context.Context, op toolop.Operation, stepID, d
 		return nil
 	}
 	if errors.Is(err, toolop.ErrApprovalExpired) {
-		a, decided, aerr := sc.askAgain(ctx, stepID, digest, request)
+		a, aerr := sc.ask(ctx, stepID, digest, request, time.Hour)
+		if aerr != nil {
+			return aerr
+		}
+		decided, aerr := sc.decideByPolicy(ctx, a)
 		if aerr != nil {
 			return aerr
 		}
@@ -273,30 +270,31 @@ func (sc *StepContext) guard(ctx context.Context, op toolop.Operation, stepID, d
 		&control.Wait{Kind: "approval_guard", StepID: stepID})
 }
 
-// askAgain requests a new approval of request for stepID (the last one
-// expired) and lets the engine's Approver decide it at once; decided
+// ask requests an approval of the request (digest) for stepID, showing
+// the approver summary.
+func (sc *StepContext) ask(ctx context.Context, stepID, digest string, summary any, ttl time.Duration) (toolop.Approval, error) {
+	b, err := json.Marshal(summary)
+	if err != nil {
+		return toolop.Approval{}, fmt.Errorf("approval summary: %w", err)
+	}
+	a, _, err := sc.e.ops.RequestApproval(ctx, sc.run.TenantID, toolop.ApprovalRequest{RunID: sc.run.RunID, StepID: stepID, RequestDigest: digest, Summary: b, TTL: ttl})
+	return a, err
+}
+
+// decideByPolicy lets the engine's Approver decide a, if it will; decided
 // reports whether it did.
-func (sc *StepContext) askAgain(ctx context.Context, stepID, digest string, request any) (toolop.Approval, bool, error) {
-	summary, err := json.Marshal(request)
-	if err != nil {
-		return toolop.Approval{}, false, fmt.Errorf("approval summary: %w", err)
-	}
-	ops, tn := sc.e.ops, sc.run.TenantID
-	a, _, err := ops.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: sc.run.RunID, StepID: stepID, RequestDigest: digest, Summary: summary, TTL: time.Hour})
-	if err != nil {
-		return toolop.Approval{}, false, err
-	}
+func (sc *StepContext) decideByPolicy(ctx context.Context, a toolop.Approval) (bool, error) {
 	if sc.e.opts.Approver == nil {
-		return a, false, nil
+		return false, nil
 	}
 	d, ok := sc.e.opts.Approver(ctx, a)
 	if !ok {
-		return a, false, nil
+		return false, nil
 	}
-	if _, err := ops.Decide(ctx, tn, a.ApprovalID, d); err != nil && !errors.Is(err, toolop.ErrApprovalDecided) {
-		return toolop.Approval{}, false, err
+	if _, err := sc.e.ops.Decide(ctx, sc.run.TenantID, a.ApprovalID, d); err != nil && !errors.Is(err, toolop.ErrApprovalDecided) {
+		return false, err
 	}
-	return a, true, nil
+	return true, nil
 }
 
 func (sc *StepContext) addOp(id string) {
