@@ -16,17 +16,7 @@ import (
 func TestRulesExtractionThroughPolicy(t *testing.T) {
 	ctx := context.Background()
 	s := memory.NewService(memstore.New().Memory(), memory.Options{Extractor: extract.Rules{}})
-	say := func(id, text string) memory.ExtractResult {
-		t.Helper()
-		r, err := s.Extract(ctx, "t1", memory.ExtractInput{SubjectID: "u1", Apply: true, Messages: []memory.Message{{ID: id, Role: "user", Content: text}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(r.Items)+len(r.Skipped) == 0 {
-			t.Fatalf("%q: nothing reported", text)
-		}
-		return r
-	}
+	say := sayer(t, s, "u1")
 	first := say("m1", "I live in Paris.")
 	if len(first.Items) != 1 || first.Items[0].Outcome != memory.OutcomeAdded {
 		t.Fatalf("first = %+v", first.Items)
@@ -60,14 +50,7 @@ func TestRulesExtractionThroughPolicy(t *testing.T) {
 func TestRetractionWithdrawsAHeldClaim(t *testing.T) {
 	ctx := context.Background()
 	s := memory.NewService(memstore.New().Memory(), memory.Options{Extractor: extract.Rules{}})
-	say := func(id, text string) memory.ExtractResult {
-		t.Helper()
-		r, err := s.Extract(ctx, "t1", memory.ExtractInput{SubjectID: "x2", Apply: true, Messages: []memory.Message{{ID: id, Role: "user", Content: text}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	say := sayer(t, s, "x2")
 	held := say("a", "I am vegetarian.")
 	if len(held.Items) != 1 || held.Items[0].Outcome != memory.OutcomeHeld {
 		t.Fatalf("vegetarian = %+v", held.Items)
@@ -96,5 +79,21 @@ func TestExtractRefusesABadSourceType(t *testing.T) {
 	_, err := s.Extract(context.Background(), "t1", memory.ExtractInput{SubjectID: "u1", SourceType: "carrier-pigeon", Messages: []memory.Message{{ID: "m1", Role: "user", Content: "I live in Paris."}}})
 	if !errors.Is(err, memory.ErrInvalidInput) {
 		t.Fatalf("extract with source_type carrier-pigeon: %v, want ErrInvalidInput", err)
+	}
+}
+
+// sayer extracts, with apply, what the user of subject says in one message,
+// and fails the test on an error or a message nothing reports.
+func sayer(t *testing.T, s *memory.Service, subject string) func(id, text string) memory.ExtractResult {
+	return func(id, text string) memory.ExtractResult {
+		t.Helper()
+		r, err := s.Extract(context.Background(), "t1", memory.ExtractInput{SubjectID: subject, Apply: true, Messages: []memory.Message{{ID: id, Role: "user", Content: text}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Items)+len(r.Skipped) == 0 {
+			t.Fatalf("%q: nothing reported", text)
+		}
+		return r
 	}
 }

@@ -218,10 +218,15 @@ func (s *Service) replay(ctx context.Context, c Claim) (AddResult, bool, error) 
 	return res, true, nil
 }
 
-// sameSource tells whether two provenances name the same source.
+// sameSource tells whether two provenances name the same source, message
+// for message.
 func sameSource(a, b Provenance) bool {
-	return a.SourceType == b.SourceType && a.SourceID == b.SourceID && a.SourceVersion == b.SourceVersion &&
-		a.RunID == b.RunID && a.EventSeq == b.EventSeq && slices.Equal(a.MessageIDs, b.MessageIDs)
+	return sameOrigin(a, b) && a.SourceVersion == b.SourceVersion && slices.Equal(a.MessageIDs, b.MessageIDs)
+}
+
+// sameOrigin tells whether two provenances come from one source, run and event.
+func sameOrigin(a, b Provenance) bool {
+	return a.SourceType == b.SourceType && a.SourceID == b.SourceID && a.RunID == b.RunID && a.EventSeq == b.EventSeq
 }
 
 // add applies policy to a prepared claim and writes it.
@@ -858,7 +863,7 @@ func outlives(c, cur Claim) bool {
 // sameEvidence tells whether a restatement cites nothing the claim cites
 // not (the same messages of the same source): a replay of its evidence.
 func sameEvidence(a, b Provenance) bool {
-	if a.SourceType != b.SourceType || a.SourceID != b.SourceID || a.RunID != b.RunID || a.EventSeq != b.EventSeq || len(a.MessageIDs) == 0 {
+	if !sameOrigin(a, b) || len(a.MessageIDs) == 0 {
 		return false
 	}
 	for _, m := range a.MessageIDs {

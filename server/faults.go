@@ -80,16 +80,14 @@ func outcomeUnknown(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || connectionLost(err)
 }
 
-// writeOutcomeUnknown is the answer to a write other than a commit whose
-// outcome is unknown, with the read that settles it.
+// writeOutcomeUnknown is the answer to a write whose outcome is unknown,
+// with the read that settles it.
 func writeOutcomeUnknown(err error, reread string) *apiError {
 	return &apiError{kind: problem.CommitOutcomeUnknown, cause: err,
 		detail: "the connection to the store broke after the write was sent, so it may or may not have been applied; GET " + reread + " settles it"}
 }
 
-// commitOutcomeUnknown is the answer to a write whose outcome is unknown.
+// commitOutcomeUnknown is the answer to a commit whose outcome is unknown.
 func commitOutcomeUnknown(err error, reread string) *apiError {
-	return &apiError{kind: problem.CommitOutcomeUnknown, cause: err,
-		detail: "the connection to the store broke after the commit was sent, so it may or may not have been applied; " +
-			"GET " + reread + " settles it: if state_revision moved past your expected_revision, the commit was applied"}
+	return writeOutcomeUnknown(err, reread+" (if state_revision moved past your expected_revision, the commit was applied)")
 }

@@ -49,6 +49,24 @@ func startPGProxy(t *testing.T, target string) *pgProxy {
 	return p
 }
 
+// cutOn makes the proxy break the connection at the next chunk holding
+// marker: after forwarding it (the answer is lost), or before (drop).
+func (p *pgProxy) cutOn(marker []byte, drop bool) {
+	p.mu.Lock()
+	p.cutAfter, p.cutDrop = marker, drop
+	p.mu.Unlock()
+}
+
+// expectCut waits until the proxy has cut on what the test sent.
+func (p *pgProxy) expectCut(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-p.cut:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the proxy never saw %s", what)
+	}
+}
+
 func (p *pgProxy) accept() {
 	for {
 		c, err := p.ln.Accept()
@@ -248,16 +266,10 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	_, l := e.leasedRun(t, "o1")
 	for i, drop := range []bool{false, true} {
 		marker := []byte("outcome-probe-" + string(rune('a'+i)))
-		p.mu.Lock()
-		p.cutAfter, p.cutDrop = marker, drop
-		p.mu.Unlock()
+		p.cutOn(marker, drop)
 		before := e.snapshot(t, "o1").run.StateRevision
 		res := e.do(t, "POST", "/v1/runs/o1/commit", commitReq(before, l, string(marker), `{"n":1}`), nil)
-		select {
-		case <-p.cut:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the proxy never saw the commit")
-		}
+		p.expectCut(t, "the commit")
 		pr := expectRetryable(t, e, res, 503, "commit-outcome-unknown")
 		if !strings.Contains(pr.Detail, "GET /v1/runs/o1") {
 			t.Errorf("detail does not say how to settle it: %s", pr.Detail)
@@ -364,15 +376,9 @@ func TestSessionWriteOutcomeUnknown(t *testing.T) {
 	want := 0
 	for i, drop := range []bool{false, true} {
 		marker := fmt.Sprintf("outcome-probe-%d", i)
-		p.mu.Lock()
-		p.cutAfter, p.cutDrop = []byte(marker), drop
-		p.mu.Unlock()
+		p.cutOn([]byte(marker), drop)
 		res := e.do(t, "POST", "/v1/sessions/s1/messages?user_id=u1", `{"messages":[{"role":"user","content":"`+marker+`"}]}`, h)
-		select {
-		case <-p.cut:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the proxy never saw the append")
-		}
+		p.expectCut(t, "the append")
 		pr := expectRetryable(t, e, res, 503, "commit-outcome-unknown")
 		if !strings.Contains(pr.Detail, "GET /v1/sessions/s1/messages?user_id=u1") {
 			t.Errorf("detail does not say how to settle it: %s", pr.Detail)

@@ -410,13 +410,7 @@ func TestForkIdempotency(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		e := newEnv(t, backend, envOptions{})
 		ctx := context.Background()
-		if _, _, err := e.c.CreateRun(ctx, run.CreateRequest{RunID: "flow-1", WorkflowName: "w", WorkflowVersion: "1", State: json.RawMessage(`{"n":0}`)}); err != nil {
-			t.Fatal(err)
-		}
-		l, err := e.c.AcquireLease(ctx, "flow-1", "w1", 60*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, l := e.leasedRun(t, "flow-1")
 		if _, err := e.c.Commit(ctx, "flow-1", run.CommitRequest{ExpectedRevision: 1, Lease: l, Event: run.EventInput{EventType: "step"}, State: json.RawMessage(`{"n":1}`)}); err != nil {
 			t.Fatal(err)
 		}
@@ -490,13 +484,7 @@ func TestSchemaVersionNeverGoesBack(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		e := newEnv(t, backend, envOptions{})
 		ctx := context.Background()
-		if _, _, err := e.c.CreateRun(ctx, run.CreateRequest{RunID: "v", WorkflowName: "w", WorkflowVersion: "1", State: json.RawMessage(`{"n":0}`)}); err != nil {
-			t.Fatal(err)
-		}
-		l, err := e.c.AcquireLease(ctx, "v", "w1", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, l := e.leasedRun(t, "v")
 		commit := func(rev int64, version int) (client.CommitResult, error) {
 			return e.c.Commit(ctx, "v", run.CommitRequest{ExpectedRevision: rev, Lease: l, Event: run.EventInput{EventType: "step"},
 				State: json.RawMessage(`{"n":1}`), StateSchemaVersion: version})
