@@ -70,6 +70,11 @@ func checkRequest(r *http.Request, rt *Route) error {
 			if err := checkText("a query parameter name", k); err != nil {
 				return err
 			}
+			// No parameter takes a list: a second value would be ignored
+			// (the first wins), so a differing one is refused, not dropped.
+			if slices.ContainsFunc(vs[1:], func(v string) bool { return v != vs[0] }) {
+				return badRequest("query parameter %s is given %d times with different values; send it once", k, len(vs))
+			}
 			for _, v := range vs {
 				if err := checkText("query parameter "+k, v); err != nil {
 					return err
@@ -81,6 +86,9 @@ func checkRequest(r *http.Request, rt *Route) error {
 		}
 	}
 	if vs, ok := r.Header["Idempotency-Key"]; ok {
+		if slices.ContainsFunc(vs[1:], func(v string) bool { return v != vs[0] }) {
+			return badRequest("Idempotency-Key is given %d times with different values; send one key", len(vs))
+		}
 		for _, v := range vs {
 			if err := checkText("Idempotency-Key", v); err != nil {
 				return err

@@ -422,3 +422,46 @@ func proxiedRedis(t *testing.T) (*testEnv, *pgProxy, map[string]string) {
 	}
 	return e, p, h
 }
+
+// TestWriteOutcomeUnknownOnEveryWrite: a write other than a commit or a
+// session write whose answer is lost after it reached the database answers
+// commit-outcome-unknown with the read that settles it (before: 503
+// unavailable, which says nothing was done, though the write was applied).
+func TestWriteOutcomeUnknownOnEveryWrite(t *testing.T) {
+	eng, p, _ := proxiedEngine(t)
+	e := serveEngine(t, eng, "", "")
+	e.leasedRun(t, "w1")
+	cases := []struct {
+		name, path, reread string
+		body               func(marker string) any
+		applied            func(marker string) bool
+	}{
+		{"checkpoint", "/v1/runs/w1/checkpoints", "GET /v1/runs/w1/checkpoints",
+			func(m string) any { return map[string]any{"label": m} },
+			func(m string) bool {
+				return strings.Contains(string(e.do(t, "GET", "/v1/runs/w1/checkpoints", nil, nil).body), m)
+			}},
+		{"operation", "/v1/runs/w1/operations", "GET /v1/runs/w1/operations",
+			func(m string) any {
+				return map[string]any{"business_key": m, "step_id": "refund", "tool_name": m, "request_digest": "sha256:aa"}
+			},
+			func(m string) bool {
+				return strings.Contains(string(e.do(t, "GET", "/v1/runs/w1/operations", nil, nil).body), m)
+			}},
+	}
+	for _, c := range cases {
+		for i, drop := range []bool{false, true} {
+			marker := fmt.Sprintf("%s-probe-%d", c.name, i)
+			p.cutOn([]byte(marker), drop)
+			res := e.do(t, "POST", c.path, c.body(marker), nil)
+			p.expectCut(t, "the "+c.name)
+			pr := expectRetryable(t, e, res, 503, "commit-outcome-unknown")
+			if !strings.Contains(pr.Detail, c.reread) {
+				t.Errorf("%s: detail does not name %q: %s", c.name, c.reread, pr.Detail)
+			}
+			if applied := c.applied(marker); applied == drop {
+				t.Fatalf("%s drop=%v: applied=%v", c.name, drop, applied)
+			}
+		}
+	}
+}

@@ -297,6 +297,13 @@ func TestUnknownQueryParameterOnAWrite(t *testing.T) {
 		e.add(t, e.a, with(claimBody("fq", "k", "va", "m-1"), "namespace", "a"), 201)
 		e.add(t, e.a, with(claimBody("fq", "k", "vb", "m-2"), "namespace", "b"), 201)
 		expectProblem(t, e.do(t, "DELETE", "/v1/subjects/fq/memories?namspace=a", nil, e.a), 400, "invalid-request")
+		// A parameter given twice with different values is ambiguous: the
+		// first one would win unseen, so it is refused too.
+		expectProblem(t, e.do(t, "DELETE", "/v1/subjects/fq/memories?namespace=a&namespace=b", nil, e.a), 400, "invalid-request")
+		expectProblem(t, e.do(t, "GET", "/v1/memories?subject_id=other&subject_id=fq", nil, e.a), 400, "invalid-request")
+		if got := e.list(t, e.a, "subject_id=fq&subject_id=fq"); len(got) != 2 {
+			t.Fatalf("a list with the same subject_id twice answered %d claims, want 2", len(got))
+		}
 		if got := e.list(t, e.a, "subject_id=fq"); len(got) != 2 {
 			t.Fatalf("after a refused forget: %d claims, want 2", len(got))
 		}

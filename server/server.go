@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -465,9 +466,40 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 			return
 		}
 		if err := rt.Handler(w, r); err != nil {
-			s.fail(w, r, err)
+			s.fail(w, r, s.writeOutcome(&rt, r, err))
 		}
 	}
+}
+
+// writeOutcome answers a write whose statement may have reached the store
+// although no answer came back as commit-outcome-unknown, naming the read
+// that settles it; 503 unavailable would say nothing was done. Handlers
+// that know a more precise read answer so themselves first.
+func (s *Server) writeOutcome(rt *Route, r *http.Request, err error) error {
+	if rt.Method == http.MethodGet || rt.Role == RoleReader || !outcomeUnknown(err) {
+		return err
+	}
+	if _, _, _, ok := classify(err); ok {
+		return err
+	}
+	return writeOutcomeUnknown(err, s.rereadOf(r))
+}
+
+// rereadOf is the nearest resource at or above the request's path that a
+// GET serves (with the user_id a session path needs).
+func (s *Server) rereadOf(r *http.Request) string {
+	p := r.URL.Path
+	for strings.Count(p, "/") > 2 {
+		probe := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: p}, Host: r.Host, Header: http.Header{}}
+		if _, pat := s.mux.Handler(probe); strings.HasPrefix(pat, http.MethodGet+" ") {
+			break
+		}
+		p = p[:strings.LastIndexByte(p, '/')]
+	}
+	if u := r.URL.Query().Get("user_id"); u != "" {
+		p += "?user_id=" + url.QueryEscape(u)
+	}
+	return p
 }
 
 // fail answers with the problem for err; an unexpected error is logged in
