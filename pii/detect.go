@@ -34,13 +34,18 @@ type Finding struct {
 // positive would destroy useful data (order numbers, dates, amounts): phone
 // numbers need a '+' country code, a trunk '0', or a NANP shape.
 var (
-	emailRE = regexp.MustCompile(`[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62}[A-Za-z0-9])?)*\.[A-Za-z]{2,24}`)
-	// 13-19 digits, optionally grouped by single spaces or dashes.
-	cardRE = regexp.MustCompile(`\d(?:[ \-]?\d){12,18}`)
+	// The local part takes RFC 5322's atext (apostrophes included: a name
+	// like o'neil must not leave its first half in clear) and, as the domain,
+	// letters of any script (internationalised addresses).
+	emailRE = regexp.MustCompile(`[\p{L}\p{N}_%+\-!#$&*/=?^{|}~][\p{L}\p{N}._%+\-'!#$&*/=?^{|}~]{0,63}@[\p{L}\p{N}](?:[\p{L}\p{N}\-]{0,62}[\p{L}\p{N}])?(?:\.[\p{L}\p{N}](?:[\p{L}\p{N}\-]{0,62}[\p{L}\p{N}])?)*\.\p{L}{2,24}`)
+	// 13-19 digits, optionally grouped by single spaces (no-break and thin
+	// ones too) or dashes, or in dotted groups of four.
+	cardRE = regexp.MustCompile(`\d(?:[ \-\x{00A0}\x{2009}\x{202F}]?\d){12,18}|\d{4}\.\d{4}\.\d{4}\.\d{1,7}`)
 	// Country code, 2 check digits, then up to 30 alphanumerics in groups of up to 4.
 	ibanRE = regexp.MustCompile(`(?i)[a-z]{2}\d{2}(?: ?[a-z0-9]{1,4}){3,8}`)
-	// +CC ..., 0X ..., (NNN) NNN-NNNN, NNN-NNN-NNNN.
-	phoneRE = regexp.MustCompile(`\+\d(?:[ .\-]?\(?\d\)?){6,16}|\(\d{3}\) ?\d{3}[ .\-]\d{4}|\d{3}[.\-]\d{3}[.\-]\d{4}|0\d(?:[ .\-]?\d{2}){3,5}`)
+	// +CC ... or 00CC ..., a trunk 0 with an area code (0X..., 020 7946
+	// 0958), (NNN) NNN-NNNN, [1 ]NNN-NNN-NNNN with dashes, dots or spaces.
+	phoneRE = regexp.MustCompile(`(?:\+|00)\d(?:[ .\-]?\(?\d\)?){6,16}|\(\d{3}\) ?\d{3}[ .\-]\d{4}|(?:1[ .\-])?\d{3}[.\- ]\d{3}[.\- ]\d{4}|0\d{1,4}(?:[ .\-]?\d{2,4}){2,5}`)
 	// References the vault issued; never redacted again.
 	refRE = regexp.MustCompile(`pii:(?:email|phone|card|iban):[a-z]{26}`)
 )

@@ -28,6 +28,17 @@ func TestDetect(t *testing.T) {
 		{"order #A-1042, 3 items, 2024-05-01", nil},
 		{"ref pii:card:abcdefghijklmnopqrstuvwxyz stays", nil},
 		{"two: a@b.io and 5500 0000 0000 0004", map[Kind][]string{KindEmail: {"a@b.io"}, KindCard: {"5500 0000 0000 0004"}}},
+		// Formats a user writes every day that slipped through before.
+		{"ann.o'neil+tag@sub.example.co.uk wrote", map[Kind][]string{KindEmail: {"ann.o'neil+tag@sub.example.co.uk"}}},
+		{"'ann@example.com' in quotes", map[Kind][]string{KindEmail: {"ann@example.com"}}},
+		{"mail jörg@exämple.de now", map[Kind][]string{KindEmail: {"jörg@exämple.de"}}},
+		{"call 0047 912 34 567", map[Kind][]string{KindPhone: {"0047 912 34 567"}}},
+		{"call 020 7946 0958 today", map[Kind][]string{KindPhone: {"020 7946 0958"}}},
+		{"call 1 415 555 0132", map[Kind][]string{KindPhone: {"1 415 555 0132"}}},
+		{"call 415 555 0132", map[Kind][]string{KindPhone: {"415 555 0132"}}},
+		{"card 4111.1111.1111.1111", map[Kind][]string{KindCard: {"4111.1111.1111.1111"}}},
+		{"card 4111\u00a01111\u00a01111\u00a01111", map[Kind][]string{KindCard: {"4111\u00a01111\u00a01111\u00a01111"}}},
+		{"pi is 3.14159265358979 and e 2.718281828459045", nil},
 	}
 	for _, c := range cases {
 		got := map[Kind][]string{}

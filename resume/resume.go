@@ -16,6 +16,16 @@ import (
 // ErrRefused is returned (wrapped) when a check fails; Result names it.
 var ErrRefused = errors.New("resume refused")
 
+// RefusalPrefix starts the status reason of a run a refused resume
+// suspended for an operator: "resume refused: <check>: <detail>".
+const RefusalPrefix = "resume refused: "
+
+// HeldForOperator tells whether a refused resume suspended r for an
+// operator: only a resume, which verifies again, may take it up.
+func HeldForOperator(r run.Run) bool {
+	return r.Status == run.StatusSuspended && strings.HasPrefix(r.StatusReason, RefusalPrefix)
+}
+
 // Names of the checks, in the order they run.
 const (
 	CheckLease         = "lease"
@@ -353,7 +363,7 @@ func (v *Verifier) check(ctx context.Context, req Request, dry bool) (Result, er
 // the run with the failed check as its reason.
 func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Run, l run.Lease, name, detail string) (Result, error) {
 	res.Refused, res.FailedCheck = true, name
-	res.Reason = fmt.Sprintf("resume refused: %s: %s", name, detail)
+	res.Reason = fmt.Sprintf("%s%s: %s", RefusalPrefix, name, detail)
 	if len(res.Reason) > 4000 {
 		res.Reason = res.Reason[:4000]
 	}
@@ -388,7 +398,7 @@ func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Ru
 // nothing is given back or changed.
 func (v *Verifier) refuseDry(req Request, res Result, r run.Run, name, detail string) (Result, error) {
 	res.Refused, res.FailedCheck = true, name
-	res.Reason = fmt.Sprintf("resume refused: %s: %s", name, detail)
+	res.Reason = fmt.Sprintf("%s%s: %s", RefusalPrefix, name, detail)
 	if len(res.Reason) > 4000 {
 		res.Reason = res.Reason[:4000]
 	}

@@ -85,6 +85,15 @@ func TestOperationsAPI(t *testing.T) {
 			t.Fatalf("run after a refusal asked to suspend it: %+v", cur)
 		}
 		r = cur
+		// No worker takes it up by a plain lease either (it could carry on
+		// past the check that refused it); the run stays as it was.
+		held := e.do(t, "POST", "/v1/runs/run-ops/lease", map[string]any{"owner": "sneaky", "ttl_ms": 5000}, nil)
+		if p := expectProblem(t, held, http.StatusConflict, "run-not-active"); !strings.Contains(p.Detail, "/resume") {
+			t.Errorf("the refusal does not say how to take the run up: %s", p.Detail)
+		}
+		if cur, _ = e.c.GetRun(context.Background(), "run-ops"); cur.Status != run.StatusSuspended || cur.StateRevision != r.StateRevision {
+			t.Fatalf("run after a refused lease: %+v", cur)
+		}
 		// The operator resolves it; the next resume passes every check.
 		expectProblem(t, e.do(t, "POST", path+"/resolve", map[string]any{"outcome": "applied", "external_ref": "rf_1"}, nil), http.StatusUnprocessableEntity, "invalid-request")
 		res = e.do(t, "POST", path+"/resolve", map[string]any{"outcome": "applied", "external_ref": "rf_1", "by": "alice", "reason": "bank statement"}, nil)

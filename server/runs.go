@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/mementohq/memento/problem"
+	"github.com/mementohq/memento/resume"
 	"github.com/mementohq/memento/run"
 )
 
@@ -190,6 +192,21 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	l, err := s.runs.AcquireLease(r.Context(), tenant(r), runID(r), req.Owner, req.Epoch, ttl)
 	if err != nil {
 		return err
+	}
+	// A run a refused resume suspended waits for an operator: a plain
+	// lease would let a worker carry on past the check that refused it.
+	// Read under the lease, the status is final (only a lease holder moves it).
+	rn, err := s.runs.Get(r.Context(), tenant(r), runID(r))
+	if err != nil {
+		return err
+	}
+	if resume.HeldForOperator(rn) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		defer cancel()
+		if err := s.runs.ReleaseLease(rctx, tenant(r), runID(r), l); err != nil && !errors.Is(err, run.ErrLeaseLost) {
+			return err
+		}
+		return newError(problem.RunNotActive, fmt.Sprintf("run %s is suspended for an operator (%s); settle what it names, then POST /v1/runs/%s/resume, which verifies before it leases", runID(r), rn.StatusReason, runID(r)))
 	}
 	writeJSON(w, http.StatusOK, l)
 	return nil

@@ -143,8 +143,13 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The ETag is the state's revision, what If-Match guards; appends and
+	// summaries change the body without it (message_count, summary,
+	// expires_at), so If-None-Match is not answered with a 304 that would
+	// keep a stale copy.
 	w.Header().Set("Cache-Control", "private, no-cache")
-	writeJSONTagged(w, r, revisionETag(ss.Revision), ss)
+	w.Header().Set("ETag", revisionETag(ss.Revision))
+	writeJSON(w, http.StatusOK, ss)
 	return nil
 }
 
@@ -253,7 +258,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(q, "limit")
+	limit, err := sessionListLimit(q)
 	if err != nil {
 		return err
 	}
@@ -261,7 +266,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	mq := session.MessageQuery{Limit: int(min(limit, session.MaxListLimit)), AfterSeq: after}
+	mq := session.MessageQuery{Limit: limit, AfterSeq: after}
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
@@ -283,11 +288,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q, _ := query(r)
-	limit, err := queryInt(q, "limit")
+	limit, err := sessionListLimit(q)
 	if err != nil {
 		return err
 	}
-	ss, next, err := s.sessions.ListUserPage(r.Context(), tenant(r), user, q.Get("cursor"), int(min(limit, session.MaxListLimit)))
+	ss, next, err := s.sessions.ListUserPage(r.Context(), tenant(r), user, q.Get("cursor"), limit)
 	if err != nil {
 		return err
 	}
@@ -353,4 +358,17 @@ func sessionWriteFailed(err error, r *http.Request, user, rest string) error {
 		return writeOutcomeUnknown(err, sessionLocation(sessionID(r))+rest+"?user_id="+url.QueryEscape(user))
 	}
 	return err
+}
+
+// sessionListLimit reads a list's limit: past the documented maximum it is
+// refused, as on every other list, not cut down unseen.
+func sessionListLimit(q url.Values) (int, error) {
+	limit, err := queryInt(q, "limit")
+	if err != nil {
+		return 0, err
+	}
+	if limit > session.MaxListLimit {
+		return 0, unprocessable("limit must be at most %d", session.MaxListLimit)
+	}
+	return int(limit), nil
 }

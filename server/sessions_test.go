@@ -173,8 +173,14 @@ func TestSessionStaleIfMatch(t *testing.T) {
 		}
 		expectProblem(t, e.do(t, "PATCH", "/v1/sessions/s?user_id=u", `{"a":3}`, w), http.StatusPreconditionRequired, problem.PreconditionRequired)
 		expectProblem(t, e.do(t, "PATCH", "/v1/sessions/s?user_id=u", `{"a":3}`, auth(writerKey, "If-Match", `"2"`, "Content-Type", "text/plain")), http.StatusUnsupportedMediaType, problem.UnsupportedMediaType)
-		if r := e.do(t, "GET", "/v1/sessions/s?user_id=u", nil, auth(writerKey, "If-None-Match", `"2"`)); r.status != http.StatusNotModified {
-			t.Fatalf("If-None-Match with the current ETag: %d", r.status)
+		// An append changes the body (message_count) but not the state's
+		// revision: If-None-Match with that revision must not answer 304
+		// and leave the client with the count it had.
+		if r := e.do(t, "POST", "/v1/sessions/s/messages?user_id=u", `{"messages":[{"role":"user","content":"hi"}]}`, w); r.status != 200 {
+			t.Fatalf("append: %d %s", r.status, r.body)
+		}
+		if r := e.do(t, "GET", "/v1/sessions/s?user_id=u", nil, auth(writerKey, "If-None-Match", `"2"`)); r.status != 200 || decodeSession(t, r).MessageCount != 1 || r.header.Get("ETag") != `"2"` {
+			t.Fatalf("If-None-Match after an append: %d %s", r.status, r.body)
 		}
 		// A stale conditional PUT is refused the same way.
 		expectProblem(t, e.do(t, "PUT", "/v1/sessions/s", map[string]any{"user_id": "u", "state": map[string]any{}}, auth(writerKey, "If-Match", `"1"`)), http.StatusPreconditionFailed, problem.PreconditionFailed)

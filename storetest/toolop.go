@@ -189,6 +189,13 @@ func testPrepareOnce(t *testing.T, st toolop.Store) {
 	if again.OperationID != op.OperationID || !again.CreatedAt.Equal(op.CreatedAt) || again.Status != toolop.StatusPrepared {
 		t.Fatalf("second prepare returned %+v, want the stored %+v", again, op)
 	}
+	// The same id from another step is another request too (it was taken
+	// for the first one's, as another tool's already was not).
+	otherStep := req
+	otherStep.StepID = req.StepID + "-other"
+	if _, _, err := svc.Prepare(ctx, tn, otherStep); !errors.Is(err, toolop.ErrDigestMismatch) {
+		t.Fatalf("prepare from another step: err=%v, want ErrDigestMismatch", err)
+	}
 	req.RequestDigest = "sha256:bb"
 	if _, _, err := svc.Prepare(ctx, tn, req); !errors.Is(err, toolop.ErrDigestMismatch) {
 		t.Fatalf("prepare with another digest: err=%v, want ErrDigestMismatch", err)

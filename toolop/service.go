@@ -123,8 +123,8 @@ func (s *Service) Prepare(ctx context.Context, tenantID string, req PrepareReque
 		if got.RequestDigest != req.RequestDigest {
 			return got, false, fmt.Errorf("prepare operation %s: %w: stored %s, asked %s", req.OperationID, ErrDigestMismatch, got.RequestDigest, req.RequestDigest)
 		}
-		if got.RunID != req.RunID || got.ToolName != req.ToolName {
-			return got, false, fmt.Errorf("prepare operation %s: %w: it belongs to run %s, tool %s", req.OperationID, ErrDigestMismatch, got.RunID, got.ToolName)
+		if got.RunID != req.RunID || got.ToolName != req.ToolName || got.StepID != req.StepID {
+			return got, false, fmt.Errorf("prepare operation %s: %w: it belongs to run %s, step %s, tool %s", req.OperationID, ErrDigestMismatch, got.RunID, got.StepID, got.ToolName)
 		}
 	}
 	return got, created, nil

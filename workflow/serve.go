@@ -173,7 +173,7 @@ func (e *Engine) settled(ctx context.Context, tn, runID, reason string, ctl cont
 	}
 	// A resume refused on reconciliation or approvals is retried once they are settled.
 	switch {
-	case strings.HasPrefix(reason, "resume refused: "+resume.CheckOperations+":"):
+	case strings.HasPrefix(reason, resume.RefusalPrefix+resume.CheckOperations+":"):
 		ops, err := e.ops.List(ctx, tn, runID)
 		if err != nil {
 			return false
@@ -184,7 +184,7 @@ func (e *Engine) settled(ctx context.Context, tn, runID, reason string, ctl cont
 			}
 		}
 		return true
-	case strings.HasPrefix(reason, "resume refused: "+resume.CheckApprovals+":"):
+	case strings.HasPrefix(reason, resume.RefusalPrefix+resume.CheckApprovals+":"):
 		return e.guardsValid(ctx, tn, runID, ctl)
 	}
 	return false

@@ -36,38 +36,54 @@ func sessionClient(cmd *cobra.Command, cf *clientFlags, user string) (*client.Cl
 
 func newSessionsLsCmd(cf *clientFlags) *cobra.Command {
 	var (
-		user  string
-		limit int
+		user, cursor string
+		limit        int
+		all          bool
 	)
 	cmd := &cobra.Command{
-		Use:   "ls --user USER_ID",
-		Short: "List a user's live sessions, most recently active first",
-		Args:  cobra.NoArgs,
+		Use:     "ls --user USER_ID",
+		Aliases: []string{"list"},
+		Short:   "List a user's live sessions, most recently active first",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := sessionClient(cmd, cf, user)
 			if err != nil {
 				return err
 			}
-			ss, err := c.ListSessions(cmd.Context(), user, limit)
-			if err != nil {
-				return err
+			page := client.Page[session.Session]{Items: []session.Session{}}
+			for {
+				p, err := c.ListSessionsPage(cmd.Context(), user, cursor, limit)
+				if err != nil {
+					return err
+				}
+				page.Items, page.NextCursor = append(page.Items, p.Items...), p.NextCursor
+				if !all || p.NextCursor == "" {
+					break
+				}
+				cursor = p.NextCursor
 			}
 			out := cmd.OutOrStdout()
 			if cf.asJSON {
-				if ss == nil {
-					ss = []session.Session{}
-				}
-				return printJSON(out, ss)
+				return printJSON(out, page)
 			}
 			t := newTable(out, "SESSION ID", "APP", "REV", "MESSAGES", "LAST ACTIVITY", "EXPIRES")
-			for _, s := range ss {
+			for _, s := range page.Items {
 				t.row(s.SessionID, orDash(s.App), strconv.FormatInt(s.Revision, 10), strconv.Itoa(s.MessageCount), fmtTime(s.LastActivityAt), fmtTime(s.ExpiresAt))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if page.NextCursor != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s\n", page.NextCursor)
+			}
+			return nil
 		},
 	}
-	cmd.Flags().StringVar(&user, "user", "", "the user whose sessions to list (required)")
-	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many (server default 50)")
+	fl := cmd.Flags()
+	fl.StringVar(&user, "user", "", "the user whose sessions to list (required)")
+	fl.StringVar(&cursor, "cursor", "", "continue after a previous page")
+	fl.IntVar(&limit, "limit", 0, "page size (server default 50, at most 1000)")
+	fl.BoolVar(&all, "all", false, "fetch every page")
 	return cmd
 }
 

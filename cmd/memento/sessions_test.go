@@ -47,9 +47,28 @@ func TestSessionsCommands(t *testing.T) {
 		t.Fatalf("sessions rm: %v\n%s", err, out)
 	}
 	out, _, err = execute(t, ctx, append([]string{"sessions", "ls", "--user", "u", "--json"}, conn...)...)
-	var left []session.Session
-	if err != nil || json.Unmarshal([]byte(out), &left) != nil || len(left) != 1 || left[0].SessionID != "s-2" {
+	var left client.Page[session.Session]
+	if err != nil || json.Unmarshal([]byte(out), &left) != nil || len(left.Items) != 1 || left.Items[0].SessionID != "s-2" || left.NextCursor != "" {
 		t.Fatalf("ls after rm: %v\n%s", err, out)
+	}
+	// A page that is not the last says so (it was cut silently), and the
+	// cursor or --all reach the rest.
+	if _, _, err := c.PutSession(ctx, "s-3", client.PutSessionRequest{UserID: "u", State: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := execute(t, ctx, append([]string{"sessions", "ls", "--user", "u", "--limit", "1"}, conn...)...)
+	next := regexp.MustCompile(`more: --cursor (\S+)`).FindStringSubmatch(errOut)
+	if err != nil || next == nil || !strings.Contains(out, "s-3") || strings.Contains(out, "s-2") {
+		t.Fatalf("first page of one: %v\n%s\n%s", err, out, errOut)
+	}
+	out, _, err = execute(t, ctx, append([]string{"sessions", "ls", "--user", "u", "--limit", "1", "--cursor", next[1]}, conn...)...)
+	if err != nil || !strings.Contains(out, "s-2") || strings.Contains(out, "s-3") {
+		t.Fatalf("second page: %v\n%s", err, out)
+	}
+	out, _, err = execute(t, ctx, append([]string{"sessions", "ls", "--user", "u", "--limit", "1", "--all", "--json"}, conn...)...)
+	var every client.Page[session.Session]
+	if err != nil || json.Unmarshal([]byte(out), &every) != nil || len(every.Items) != 2 || every.NextCursor != "" {
+		t.Fatalf("--all: %v\n%s", err, out)
 	}
 }
 
