@@ -2,12 +2,9 @@ package retrieval
 
 import (
 	"fmt"
-	"sync"
 	"unicode/utf8"
 
-	"github.com/pkoukk/tiktoken-go"
-
-	"github.com/mementohq/memento/tokens" // sets tiktoken's offline loader
+	"github.com/mementohq/memento/tokens"
 )
 
 // Chunking defaults: windows of 200 o200k_base tokens, each starting 160
@@ -17,22 +14,6 @@ const (
 	DefaultChunkTokens   = 200
 	DefaultOverlapTokens = 40
 )
-
-var (
-	encOnce sync.Once
-	enc     *tiktoken.Tiktoken
-	encErr  error
-)
-
-func encoding() (*tiktoken.Tiktoken, error) {
-	encOnce.Do(func() {
-		enc, encErr = tiktoken.GetEncoding(tokens.O200kBase)
-		if encErr != nil {
-			encErr = fmt.Errorf("load encoding %s: %w", tokens.O200kBase, encErr)
-		}
-	})
-	return enc, encErr
-}
 
 // Split cuts text into windows of size tokens overlapping by overlap
 // tokens. Every chunk is an exact substring of text: windows are mapped to
@@ -45,16 +26,15 @@ func Split(text string, size, overlap int) ([]string, error) {
 	if text == "" {
 		return nil, nil
 	}
-	e, err := encoding()
+	toks, err := tokens.Lengths(tokens.O200kBase, text)
 	if err != nil {
 		return nil, err
 	}
-	toks := e.EncodeOrdinary(text)
 	// offs[i] is the byte offset where token i starts; the tokens' bytes
 	// concatenate to text.
 	offs := make([]int, len(toks)+1)
-	for i, t := range toks {
-		offs[i+1] = offs[i] + len(e.Decode([]int{t}))
+	for i, n := range toks {
+		offs[i+1] = offs[i] + n
 	}
 	if offs[len(toks)] != len(text) {
 		// Not expected from a byte-level BPE; fall back to the whole text

@@ -51,6 +51,7 @@ type bpeCounter struct {
 	err   error
 	seed  maphash.Seed
 	cache *lru.Cache[cacheKey, int]
+	long  longText
 }
 
 type cacheKey struct {
@@ -103,9 +104,42 @@ func (c *bpeCounter) Count(text string) int {
 	if n, ok := c.cache.Get(k); ok {
 		return n
 	}
-	n := len(enc.EncodeOrdinary(text))
+	var n int
+	if !hasLongRun(text) {
+		n = len(enc.EncodeOrdinary(text))
+	} else if err := c.eachToken(text, func(int) { n++ }); err != nil {
+		return approxCount(text)
+	}
 	c.cache.Add(k, n)
 	return n
+}
+
+// Lengths returns the byte length of every token of text in an encoding
+// (O200kBase, Cl100kBase), in order; they add up to len(text), so they map
+// token positions to byte offsets.
+func Lengths(encoding, text string) ([]int, error) {
+	var c *bpeCounter
+	switch encoding {
+	case O200kBase:
+		c = o200k
+	case Cl100kBase:
+		c = cl100k
+	default:
+		return nil, fmt.Errorf("tokens: unknown encoding %q", encoding)
+	}
+	enc, err := c.load()
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	if hasLongRun(text) {
+		err := c.eachToken(text, func(n int) { out = append(out, n) })
+		return out, err
+	}
+	for _, id := range enc.EncodeOrdinary(text) {
+		out = append(out, len(enc.Decode([]int{id})))
+	}
+	return out, nil
 }
 
 func keyOf(c *bpeCounter, text string) cacheKey {
