@@ -198,7 +198,8 @@ func (s *Service) live(ctx context.Context, tenantID string, o Owner) ([]Summary
 // current summary (or at the log's first seq) and ends within the log;
 // otherwise ErrRange. Asking again for the range of a current summary
 // returns it (created false) if it was made by the same compactor and
-// still verifies, and rebuilds it otherwise. A compactor's failure is
+// still verifies, and rebuilds it otherwise; asking for the range of a
+// stale one rebuilds it, even with later summaries after it. A compactor's failure is
 // ErrCompactorFailed and stores nothing.
 func (s *Service) Compact(ctx context.Context, tenantID string, owner Owner, req CompactRequest) (Summary, bool, error) {
 	src, err := s.source(owner)
@@ -249,6 +250,20 @@ func (s *Service) Compact(ctx context.Context, tenantID string, owner Owner, req
 			if v.OK {
 				return x, false, nil
 			}
+		}
+		out, err := s.rebuild(ctx, x, comp)
+		return out, err == nil, err
+	}
+	// A stale summary with later summaries after it (Verify tells the
+	// caller to ask for its range again) is rebuilt over its own range;
+	// the last one in the chain may instead be replaced by a longer range,
+	// below.
+	for _, x := range live {
+		if x.Status != StatusStale || x.Covers.FromSeq != from || from == nextFrom(prev, first) {
+			continue
+		}
+		if req.ToSeq != 0 && req.ToSeq != x.Covers.ToSeq {
+			return Summary{}, false, fmt.Errorf("%w: the stale summary %s covers %s and later summaries follow it: rebuild it over that range (to_seq %d or none)", ErrRange, x.SummaryID, x.Covers, x.Covers.ToSeq)
 		}
 		out, err := s.rebuild(ctx, x, comp)
 		return out, err == nil, err
@@ -403,7 +418,9 @@ func (s *Service) List(ctx context.Context, tenantID string, owner Owner, cursor
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
 		var c listCursor
-		if err != nil || json.Unmarshal(b, &c) != nil || c.ID == "" {
+		// An id no summary can have (NUL, invalid UTF-8) is no cursor we
+		// gave, and a database would refuse it.
+		if err != nil || len(b) > 1024 || json.Unmarshal(b, &c) != nil || run.ValidID("cursor", c.ID) != nil {
 			return nil, "", invalid("cursor is not one this API returned")
 		}
 		q.AfterFromSeq, q.AfterID = c.From, c.ID

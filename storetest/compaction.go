@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -285,6 +286,14 @@ func testCompactChain(t *testing.T, f *cfx) {
 	if err != nil || len(page2) != 1 || page2[0].SummaryID != b.SummaryID || next2 != "" {
 		t.Fatalf("list page 2: %v %d %q", err, len(page2), next2)
 	}
+	// A forged cursor whose id holds NUL or is empty is refused before
+	// the store (PostgreSQL answered it with an internal error).
+	for _, forged := range []string{`{"f":0,"i":"\u0000"}`, `{"f":0,"i":""}`} {
+		_, _, err := f.sum.List(ctx, f.tenant, owner, base64.RawURLEncoding.EncodeToString([]byte(forged)), 1)
+		if !errors.Is(err, compact.ErrInvalidInput) {
+			t.Fatalf("forged cursor %q: %v, want ErrInvalidInput", forged, err)
+		}
+	}
 }
 
 func testCompactTamper(t *testing.T, f *cfx) {
@@ -328,6 +337,23 @@ func testCompactTamper(t *testing.T, f *cfx) {
 	chain, err = f.sum.Usable(ctx, f.tenant, owner)
 	if err != nil || len(chain) != 2 || chain[0].SummaryID != n[0].SummaryID {
 		t.Fatalf("usable after rebuild: %v %d", err, len(chain))
+	}
+	// Asking for a stale summary's range again, as Verify says, rebuilds it
+	// though a later summary follows it (it used to be refused as out of
+	// the chain's order); another end of range is refused.
+	f.tamper(r.RunID, 2, `{"note":"changed again"}`)
+	if v := f.verify(n[0].SummaryID); v.OK {
+		t.Fatal("tampered again, still verifies")
+	}
+	if _, _, err := f.sum.Compact(ctx, f.tenant, owner, compact.CompactRequest{FromSeq: 1, ToSeq: 3}); !errors.Is(err, compact.ErrRange) {
+		t.Fatalf("rebuild of a stale range with another end: %v, want ErrRange", err)
+	}
+	again, created, err := f.sum.Compact(ctx, f.tenant, owner, compact.CompactRequest{FromSeq: 1})
+	if err != nil || !created || again.Supersedes != n[0].SummaryID || again.Version != 3 || again.Covers != a.Covers || again.Previous != "" {
+		t.Fatalf("compact over a stale range: %v %v %+v", err, created, again)
+	}
+	if chain, err = f.sum.Usable(ctx, f.tenant, owner); err != nil || len(chain) != 2 || chain[0].SummaryID != again.SummaryID {
+		t.Fatalf("usable after the second rebuild: %v %d", err, len(chain))
 	}
 }
 
