@@ -166,8 +166,12 @@ func normalizeMetadata(m json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(m)) == 0 || string(bytes.TrimSpace(m)) == "null" {
 		return nil, nil
 	}
+	// Numbers stay as sent: decoded as float64, an id like
+	// 9007199254740993 would come back as ...992.
+	d := json.NewDecoder(bytes.NewReader(m))
+	d.UseNumber()
 	var v map[string]any
-	if err := json.Unmarshal(m, &v); err != nil {
+	if err := d.Decode(&v); err != nil || v == nil || d.More() {
 		return nil, fmt.Errorf("%w: metadata must be a JSON object", ErrInvalidInput)
 	}
 	out, err := json.Marshal(v) // canonical: sorted keys, so equal metadata compares equal

@@ -47,11 +47,13 @@ func (s *Server) withRetrieval(h HandlerFunc) HandlerFunc {
 
 // DocumentRequest is PUT /v1/documents/{document_id}.
 type DocumentRequest struct {
-	SourceURI     string          `json:"source_uri"`
-	SourceVersion string          `json:"source_version"`
-	Content       string          `json:"content"`
-	ACL           []string        `json:"acl"`
-	Metadata      json.RawMessage `json:"metadata"`
+	SourceURI     string `json:"source_uri"`
+	SourceVersion string `json:"source_version"`
+	// Content is required: a PUT replaces the whole document, and one sent
+	// without content would silently empty it.
+	Content  *string         `json:"content"`
+	ACL      []string        `json:"acl"`
+	Metadata json.RawMessage `json:"metadata"`
 }
 
 // DocumentResponse is a document version as indexed, without its content,
@@ -88,9 +90,12 @@ func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &in); err != nil {
 		return err
 	}
+	if in.Content == nil {
+		return unprocessable("content is required: a PUT replaces the whole document (send \"\" for an empty one)")
+	}
 	id := r.PathValue("document_id")
 	d, created, err := s.retrieval.Put(r.Context(), tenant(r), retrieval.PutRequest{DocumentID: id, SourceURI: in.SourceURI,
-		SourceVersion: in.SourceVersion, Content: in.Content, ACL: in.ACL, Metadata: in.Metadata})
+		SourceVersion: in.SourceVersion, Content: *in.Content, ACL: in.ACL, Metadata: in.Metadata})
 	if err != nil {
 		return err
 	}
@@ -158,6 +163,11 @@ type Membership struct {
 }
 
 func (s *Server) putMember(w http.ResponseWriter, r *http.Request) error {
+	// No fields: a body, if any, must be an empty object ({"member":false}
+	// would otherwise add the member it meant to remove).
+	if _, err := s.decodeOptionalJSON(w, r, &struct{}{}); err != nil {
+		return err
+	}
 	g, p := r.PathValue("group"), r.PathValue("principal")
 	changed, err := s.retrieval.SetMember(r.Context(), tenant(r), g, p, true)
 	if err != nil {

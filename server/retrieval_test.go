@@ -84,6 +84,13 @@ func TestRetrievalHTTP(t *testing.T) {
 					t.Fatalf("mallory sees the protected handbook: %+v", h)
 				}
 			}
+			// The PUT takes no fields: one sent is refused, not ignored.
+			if res := e.do(t, "PUT", "/v1/groups/oncall/members/user:alice", `{"member":false}`, ha); res.status != 400 {
+				t.Fatalf("add member with a body field: %d %s", res.status, res.body)
+			}
+			if s := retrieve(ha, "user:alice", "incident handbook on-call bridge"); len(s.Hits) != 0 && s.Hits[0].DocumentID == "handbook" {
+				t.Fatal("a refused membership PUT added the member")
+			}
 			if res := e.do(t, "PUT", "/v1/groups/oncall/members/user:alice", nil, ha); res.status != 200 {
 				t.Fatalf("add member: %d %s", res.status, res.body)
 			}
@@ -224,6 +231,34 @@ func TestDocumentWithoutSourceNamesItsOwn(t *testing.T) {
 			put("Orphan chunk about quokka burrows.", 200)
 			if changed := hit(); changed.SourceVersion == first.SourceVersion {
 				t.Fatalf("new content kept the source version %s", changed.SourceVersion)
+			}
+		})
+	}
+}
+
+// A PUT without content is refused (it used to replace the document with an
+// empty one), and metadata numbers come back exactly as sent.
+func TestDocumentPutNeedsContent(t *testing.T) {
+	for _, backend := range retrievalBackends {
+		t.Run(backend, func(t *testing.T) {
+			const key = "retrieval-key-c-0123456789"
+			e := serveEngine(t, openRetrievalEngine(t, backend), key+"="+testenv.RandomID("rc-")+":admin", key)
+			h := map[string]string{"Authorization": "Bearer " + key}
+			body := `{"content":"Wombats dig burrows.","acl":["tenant"],"metadata":{"order":9007199254740993,"ratio":0.1}}`
+			if res := e.do(t, "PUT", "/v1/documents/keep", body, h); res.status != 201 {
+				t.Fatalf("put: %d %s", res.status, res.body)
+			}
+			res := e.do(t, "PUT", "/v1/documents/keep", map[string]any{"acl": []string{"tenant"}, "source_uri": "https://x.example/keep"}, h)
+			if res.status != 422 || !strings.Contains(string(res.body), "content is required") {
+				t.Fatalf("put without content: %d %s", res.status, res.body)
+			}
+			got := e.do(t, "GET", "/v1/documents/keep", nil, h)
+			if got.status != 200 || !strings.Contains(string(got.body), `"order":9007199254740993`) || strings.Contains(string(got.body), "x.example") {
+				t.Fatalf("after the refused put: %d %s", got.status, got.body)
+			}
+			s := decodeAs[wireSnapshot](t, e.do(t, "POST", "/v1/retrieve", map[string]any{"query": "wombats burrows", "principal": "user:a"}, h), 200)
+			if len(s.Hits) != 1 {
+				t.Fatalf("the document lost its content: %+v", s.Hits)
 			}
 		})
 	}

@@ -218,6 +218,10 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// No fields: a body, if any, must be an empty object.
+	if _, err := s.decodeOptionalJSON(w, r, &struct{}{}); err != nil {
+		return err
+	}
 	ss, err := s.sessions.Close(r.Context(), tenant(r), sessionID(r), user)
 	if err != nil {
 		return sessionWriteFailed(err, r, user, "")
