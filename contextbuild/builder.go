@@ -53,9 +53,11 @@ const (
 const (
 	MaxBudgetTokens = 2_000_000
 	MaxSystemBytes  = 256 << 10
-	MaxQueryBytes   = 16 << 10
-	DefaultMemoryK  = 20
-	MaxMemoryK      = 200
+	// MaxQueryBytes is the bound of the memory and retrieval layers the
+	// query goes on to, so a query this layer takes is never refused there.
+	MaxQueryBytes  = 4 << 10
+	DefaultMemoryK = 20
+	MaxMemoryK     = 200
 )
 
 // ErrInvalidInput is a malformed request; ErrBudgetTooSmall is a budget the

@@ -275,6 +275,9 @@ func TestBadRequests(t *testing.T) {
 		{Model: "gpt-4o", BudgetTokens: 100, SessionID: "s1"},
 		{Model: "gpt-4o", BudgetTokens: 100, SessionID: "s1", UserID: "u", RunID: "r"},
 		{Model: "gpt-4o", BudgetTokens: 100, Query: "bad \xff utf8"},
+		// Over the memory and retrieval layers' bound: refused here, with
+		// or without the layers (it was taken without them, refused with).
+		{Model: "gpt-4o", BudgetTokens: 100, Query: strings.Repeat("q", 4097)},
 	} {
 		if _, err := f.b.Build(context.Background(), tenant, r); !errors.Is(err, contextbuild.ErrInvalidInput) {
 			t.Fatalf("request %d: %v, want ErrInvalidInput", i, err)

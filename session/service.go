@@ -461,6 +461,10 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 		if !utf8.ValidString(m.Content) {
 			return AppendResult{}, invalid("message %d: content is not valid UTF-8", i)
 		}
+		if m.Content == "" && (len(bytes.TrimSpace(m.Metadata)) == 0 || string(bytes.TrimSpace(m.Metadata)) == "null") {
+			// Nothing to remember: most likely a misspelt field ("text").
+			return AppendResult{}, invalid("message %d: content is required (or metadata, for a message such as a tool call without text)", i)
+		}
 		// Text columns (PostgreSQL) cannot hold NUL; no backend takes it.
 		if strings.IndexByte(m.Content, 0) >= 0 || strings.IndexByte(m.Role, 0) >= 0 {
 			return AppendResult{}, invalid("message %d: role and content must not contain NUL characters", i)
@@ -580,6 +584,17 @@ func (s *Service) SetSummary(ctx context.Context, tenantID, sessionID, userID st
 	}
 	if n := len(sum.Text) + len(sum.Data); n > s.opts.MaxStateBytes {
 		return Session{}, fmt.Errorf("%w: summary has %d bytes, limit %d", ErrStateTooLarge, n, s.opts.MaxStateBytes)
+	}
+	if sum.ThroughSeq > 0 {
+		// A summary of messages that do not exist yet would hide the ones
+		// appended next. Seqs only grow, so a check before the write holds.
+		cur, err := s.store.Get(ctx, tenantID, sessionID, userID)
+		if err != nil {
+			return Session{}, wrapOnce(fmt.Sprintf("get session %s", sessionID), err)
+		}
+		if sum.ThroughSeq > cur.LastSeq {
+			return Session{}, invalid("through_seq %d is past the session's last message (seq %d)", sum.ThroughSeq, cur.LastSeq)
+		}
 	}
 	var b batch
 	ti := b.addText(sum.Text)

@@ -488,6 +488,14 @@ func testSessionSummary(t *testing.T, s session.Store) {
 	sid := newID("s")
 	f.put(sid, "u", `{"a":1}`, time.Minute)
 	f.appendN(sid, "u", 4, 1)
+	// A summary through a message that does not exist is refused and
+	// leaves the slot empty.
+	if _, err := f.svc.SetSummary(ctx, f.tenant, sid, "u", session.Summary{Text: "ahead", ThroughSeq: 5}); !errors.Is(err, session.ErrInvalidInput) {
+		t.Fatalf("summary through seq 5 of 4: %v, want ErrInvalidInput", err)
+	}
+	if got := f.get(sid, "u"); got.Summary != nil {
+		t.Fatalf("refused summary stored: %+v", got.Summary)
+	}
 	ss, err := f.svc.SetSummary(ctx, f.tenant, sid, "u", session.Summary{Text: "user wants a gift", Data: json.RawMessage(`{"budget_eur":50}`), ThroughSeq: 4})
 	if err != nil {
 		t.Fatalf("set summary: %v", err)
@@ -696,6 +704,11 @@ func testSessionLimits(t *testing.T, s session.Store) {
 	}
 	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "", Content: "x"}}); !errors.Is(err, session.ErrInvalidInput) {
 		t.Fatalf("message without a role: %v, want ErrInvalidInput", err)
+	}
+	for _, meta := range []string{"", "null"} {
+		if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "user", Metadata: json.RawMessage(meta)}}); !errors.Is(err, session.ErrInvalidInput) {
+			t.Fatalf("message with neither content nor metadata (%q): %v, want ErrInvalidInput", meta, err)
+		}
 	}
 	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "user", Content: "x", Metadata: json.RawMessage(`[1]`)}}); !errors.Is(err, session.ErrInvalidInput) {
 		t.Fatalf("non-object metadata: %v, want ErrInvalidInput", err)
