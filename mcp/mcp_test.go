@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -14,6 +15,9 @@ import (
 	"github.com/mementohq/memento/mcp"
 	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/server"
+	"github.com/mementohq/memento/session"
+	"github.com/mementohq/memento/store/faultstore"
+	"github.com/mementohq/memento/store/memstore"
 )
 
 var backends = []string{"sqlite", "postgres"}
@@ -475,5 +479,31 @@ func TestConcurrentCheckpointsTakeTurns(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d checkpoints landed of %d", len(seen), n)
+	}
+}
+
+// A write tool whose store connection broke after the write was sent says
+// the outcome is unknown (the HTTP API's commit-outcome-unknown), so the
+// model reads back instead of taking it for a failure; a read tool that
+// fails alike is plainly unavailable.
+func TestWriteOutcomeUnknown(t *testing.T) {
+	lost := fmt.Errorf("read reply: %w", io.ErrUnexpectedEOF)
+	in := faultstore.New(1,
+		faultstore.Rule{Method: "Put", Action: faultstore.Lose, Err: lost, Times: 1},
+		faultstore.Rule{Method: "Get", Nth: 2, Action: faultstore.Fail, Err: lost})
+	st := memstore.New()
+	svc := session.NewService(in.Sessions(st), session.Options{})
+	s := mcp.New(mcp.Services{Sessions: svc}, mcp.Options{Classify: server.ClassifyError, OutcomeUnknown: server.OutcomeUnknown})
+	cs := connect(t, s, mcp.Binding{Tenant: "t1", User: "u1"})
+	r := call(t, cs, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"step": "ask"}})
+	if r.err == nil || r.err.Type != "commit-outcome-unknown" || !strings.Contains(r.err.Detail, "read it back") {
+		t.Fatalf("lost put: %+v %+v", r.out, r.err)
+	}
+	// It was applied: reading back settles it.
+	if got := call(t, cs, "session_get", map[string]any{"session_id": "s1"}); got.err != nil || got.out["revision"] != float64(1) {
+		t.Fatalf("read back: %+v %+v", got.out, got.err)
+	}
+	if got := call(t, cs, "session_get", map[string]any{"session_id": "s1"}); got.err == nil || got.err.Type != "unavailable" {
+		t.Fatalf("a failed read: %+v", got.err)
 	}
 }

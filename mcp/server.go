@@ -61,6 +61,11 @@ type Options struct {
 	// a model can read; internal errors keep their text in the log. Nil
 	// treats every error as internal.
 	Classify func(error) (kind, detail string, internal bool)
+	// OutcomeUnknown reports an error after which a write may or may not
+	// have been applied (the store's connection broke after the write was
+	// sent). A write tool answers it with commit-outcome-unknown, never
+	// as a plain failure the model would retry blindly. Nil: never.
+	OutcomeUnknown func(error) bool
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
 	// MaxArgumentBytes bounds one call's arguments (0: DefaultMaxArgumentBytes).
@@ -302,7 +307,7 @@ func add[In any](t *toolset, srv *gomcp.Server, tool *gomcp.Tool, h func(context
 		defer cancel()
 		v, err := h(ctx, call{b}, in)
 		if err != nil {
-			return errorResult(t.classify(tool.Name, err)), nil
+			return errorResult(t.classifyCall(tool, err)), nil
 		}
 		out, err := json.Marshal(v)
 		if err != nil {
@@ -333,6 +338,18 @@ func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved, limit 
 		return in, &ToolError{Type: "invalid-request", Detail: "the arguments do not match the tool's input schema: " + err.Error()}
 	}
 	return in, nil
+}
+
+// classifyCall is classify for a tool's own failure: a write tool whose
+// outcome is unknown says so, with how to settle it.
+func (t *toolset) classifyCall(tool *gomcp.Tool, err error) ToolError {
+	var te *ToolError
+	readOnly := tool.Annotations != nil && tool.Annotations.ReadOnlyHint
+	if !errors.As(err, &te) && !readOnly && t.s.opts.OutcomeUnknown != nil && t.s.opts.OutcomeUnknown(err) {
+		t.s.log.Warn("mcp tool outcome unknown", "tool", tool.Name, "err", err)
+		return ToolError{Type: problem.CommitOutcomeUnknown, Detail: "the connection to the store broke after the write was sent, so it may or may not have been applied: read it back with the matching read tool before calling " + tool.Name + " again"}
+	}
+	return t.classify(tool.Name, err)
 }
 
 func (t *toolset) classify(tool string, err error) ToolError {

@@ -80,6 +80,11 @@ func outcomeUnknown(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || connectionLost(err)
 }
 
+// OutcomeUnknown reports that a write may have been applied although the
+// caller saw err (see outcomeUnknown); the MCP server answers its write
+// tools' such errors as the HTTP API does.
+func OutcomeUnknown(err error) bool { return outcomeUnknown(err) }
+
 // writeOutcomeUnknown is the answer to a write whose outcome is unknown,
 // with the read that settles it.
 func writeOutcomeUnknown(err error, reread string) *apiError {

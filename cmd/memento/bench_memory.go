@@ -72,6 +72,7 @@ subject's claims and vectors into the in-process index.`,
 	fl.StringVar(&f.embedder, "embedder", "hash", "embedder: hash (offline hashing) or none (full text only)")
 	fl.IntVar(&f.subjects, "subjects", 10_000, "subjects of the many-subject tenant")
 	fl.IntVar(&f.oneSubject, "one-subject", 100_000, "items of the one-subject tenant, at most (negative: skip it)")
+	_ = fl.SetAnnotation("one-subject", negativeOK, []string{"skip"})
 	fl.IntVar(&f.queries, "queries", 200, "searches per figure")
 	fl.IntVar(&f.addSamples, "add-samples", 2000, "claims through Service.Add (and as many through the store's Insert)")
 	fl.IntVar(&f.extractSamples, "extract-samples", 300, "Extract calls")

@@ -306,6 +306,22 @@ func TestUnknownSubcommandFails(t *testing.T) {
 	}
 }
 
+// A negative count, seq or size is refused before anything is sent (it
+// was taken as the default: --after -1 listed from the start).
+func TestNegativeCountsRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{
+		{"runs", "events", "r1", "--after", "-1", "--server", "http://127.0.0.1:1"},
+		{"sessions", "show", "s1", "--user", "u", "--messages", "-1", "--server", "http://127.0.0.1:1"},
+		{"runs", "list", "--limit", "-5", "--server", "http://127.0.0.1:1"},
+	} {
+		_, _, err := execute(t, ctx, args...)
+		if err == nil || !strings.Contains(err.Error(), "must not be negative") {
+			t.Errorf("memento %s: %v, want a negative-value error", strings.Join(args, " "), err)
+		}
+	}
+}
+
 // TestServeLimitFlags: --request-timeout and --max-in-flight are checked
 // before anything is opened.
 func TestServeLimitFlags(t *testing.T) {

@@ -87,7 +87,7 @@ status is 0 only when the second visit was restored and asked nothing known.`,
 			}
 			defer eng.Close()
 			srv := mcp.New(mcp.Services{Runs: eng.Runs, Sessions: eng.Sessions, Memory: eng.Memory, Context: eng.Context, Retrieval: eng.Retrieval},
-				mcp.Options{Version: buildVersion(), Classify: server.ClassifyError})
+				mcp.Options{Version: buildVersion(), Classify: server.ClassifyError, OutcomeUnknown: server.OutcomeUnknown})
 			b := mcp.Binding{Tenant: server.DefaultTenant, User: user}
 			model0 := "the scripted planner"
 			if model != nil {

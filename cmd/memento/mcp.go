@@ -19,7 +19,7 @@ const (
 // newMCPServer is the MCP server over an engine's services.
 func newMCPServer(eng *memento.Engine, logger *slog.Logger) *mcp.Server {
 	return mcp.New(mcp.Services{Runs: eng.Runs, Sessions: eng.Sessions, Memory: eng.Memory, Context: eng.Context, Retrieval: eng.Retrieval},
-		mcp.Options{Version: buildVersion(), Classify: server.ClassifyError, Logger: logger})
+		mcp.Options{Version: buildVersion(), Classify: server.ClassifyError, OutcomeUnknown: server.OutcomeUnknown, Logger: logger})
 }
 
 func newMCPCmd() *cobra.Command {

@@ -208,9 +208,10 @@ func newMemoryLsCmd(cf *clientFlags) *cobra.Command {
 		asOf string
 	)
 	cmd := &cobra.Command{
-		Use:   "ls --subject S",
-		Short: "List a subject's current claims (or those in force at --as-of)",
-		Args:  cobra.NoArgs,
+		Use:     "ls --subject S",
+		Aliases: []string{"list"},
+		Short:   "List a subject's current claims (or those in force at --as-of)",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := needSubject(q.SubjectID); err != nil {
 				return err

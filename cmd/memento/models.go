@@ -97,9 +97,10 @@ func newModelsLsCmd() *cobra.Command {
 	var dir string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "ls",
-		Short: "List the offline models and whether their files are installed",
-		Args:  cobra.NoArgs,
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the offline models and whether their files are installed",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := modelsDir(dir)
 			if err != nil {

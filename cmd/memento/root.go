@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mementohq/memento/client"
 )
@@ -58,7 +59,30 @@ func newRootCmd() *cobra.Command {
 		newMigrateCmd(),
 	)
 	refuseUnknownSubcommands(root)
+	root.PersistentPreRunE = refuseNegativeCounts
 	return root
+}
+
+// negativeOK annotates an integer flag for which a negative value means
+// something (see refuseNegativeCounts).
+const negativeOK = "memento-negative-ok"
+
+// refuseNegativeCounts fails a command given a negative number for an
+// integer flag (--limit -1, --after -1, --messages -1): every count, seq and
+// size is at least zero, and a negative one was silently taken as the default.
+func refuseNegativeCounts(cmd *cobra.Command, _ []string) error {
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Value.Type() {
+		case "int", "int8", "int16", "int32", "int64":
+		default:
+			return
+		}
+		if _, ok := f.Annotations[negativeOK]; !ok && strings.HasPrefix(f.Value.String(), "-") && err == nil {
+			err = fmt.Errorf("--%s must not be negative, got %s", f.Name, f.Value.String())
+		}
+	})
+	return err
 }
 
 // refuseUnknownSubcommands makes every command group that only holds

@@ -34,9 +34,10 @@ func newRunsListCmd(cf *clientFlags) *cobra.Command {
 		all bool
 	)
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List runs, oldest first",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List runs, oldest first",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {
