@@ -101,6 +101,10 @@ type Accounting struct {
 	Exact              bool      `json:"exact"`
 	Parts              []Part    `json:"parts"`
 	LeftOut            []LeftOut `json:"left_out"`
+	// RetrievalSnapshotID names the stored retrieval snapshot the documents
+	// came from (GET /v1/retrieval-snapshots/{id} shows every hit), so a run
+	// can be reproduced; empty when no documents were retrieved.
+	RetrievalSnapshotID string `json:"retrieval_snapshot_id,omitempty"`
 }
 
 // Part is one part of the context with its tokens and sources (event seqs
@@ -141,9 +145,16 @@ type Document struct {
 	Text    string
 }
 
+// Retrieved is what a Retriever found: the documents, and the id of the
+// snapshot that records the retrieval.
+type Retrieved struct {
+	SnapshotID string
+	Documents  []Document
+}
+
 // Retriever gives the builder documents for a query and a principal.
 type Retriever interface {
-	Retrieve(ctx context.Context, tenantID, principal, query string, k int) ([]Document, error)
+	Retrieve(ctx context.Context, tenantID, principal, query string, k int) (Retrieved, error)
 }
 
 // Sources are the services a builder reads; any may be nil, and a request
@@ -361,12 +372,13 @@ func (b *Builder) addDocuments(ctx context.Context, a *assembly, tenantID string
 	if r.Principal == "" || r.Query == "" {
 		return nil
 	}
-	docs, err := b.src.Retriever.Retrieve(ctx, tenantID, r.Principal, r.Query, 20)
+	got, err := b.src.Retriever.Retrieve(ctx, tenantID, r.Principal, r.Query, 20)
 	if err != nil {
 		return fmt.Errorf("retrieve documents: %w", err)
 	}
-	lines := make([]line, 0, len(docs))
-	for _, d := range docs {
+	a.acc.RetrievalSnapshotID = got.SnapshotID
+	lines := make([]line, 0, len(got.Documents))
+	for _, d := range got.Documents {
 		lines = append(lines, line{text: "[" + d.ChunkID + "] " + d.Text, src: "chunk:" + d.ChunkID})
 	}
 	a.addLines(KindDocuments, "Retrieved documents:", lines, cap, "over the documents' share of the budget")

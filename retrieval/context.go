@@ -13,14 +13,14 @@ var _ contextbuild.Retriever = ContextSource{}
 type ContextSource struct{ Service *Service }
 
 // Retrieve implements contextbuild.Retriever.
-func (c ContextSource) Retrieve(ctx context.Context, tenantID, principal, query string, k int) ([]contextbuild.Document, error) {
+func (c ContextSource) Retrieve(ctx context.Context, tenantID, principal, query string, k int) (contextbuild.Retrieved, error) {
 	snap, err := c.Service.Retrieve(ctx, tenantID, RetrieveRequest{Query: query, Principal: principal, K: min(max(k, 1), MaxK)})
 	if err != nil {
-		return nil, err
+		return contextbuild.Retrieved{}, err
 	}
 	out := make([]contextbuild.Document, len(snap.Hits))
 	for i, h := range snap.Hits {
 		out[i] = contextbuild.Document{ChunkID: h.ChunkID, Text: h.Text}
 	}
-	return out, nil
+	return contextbuild.Retrieved{SnapshotID: snap.SnapshotID, Documents: out}, nil
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -109,6 +110,18 @@ func TestRetrievalHTTP(t *testing.T) {
 			ctxRes := e.do(t, "POST", "/v1/context", map[string]any{"model": "gpt-4o", "budget_tokens": 2000, "query": "incident handbook bridge", "principal": "user:alice"}, ha)
 			if ctxRes.status != 200 || !strings.Contains(string(ctxRes.body), "chunk:handbook:p1:c0") || !strings.Contains(string(ctxRes.body), "open a bridge") {
 				t.Fatalf("context with documents: %d %s", ctxRes.status, ctxRes.body)
+			}
+			// The retrieval the context made is a stored snapshot it names.
+			var built struct {
+				Accounting struct {
+					RetrievalSnapshotID string `json:"retrieval_snapshot_id"`
+				} `json:"accounting"`
+			}
+			if err := json.Unmarshal(ctxRes.body, &built); err != nil || built.Accounting.RetrievalSnapshotID == "" {
+				t.Fatalf("context names no retrieval snapshot: %v %s", err, ctxRes.body)
+			}
+			if snap := decodeAs[wireSnapshot](t, e.do(t, "GET", "/v1/retrieval-snapshots/"+built.Accounting.RetrievalSnapshotID, nil, ha), 200); len(snap.Hits) == 0 || snap.Hits[0].ChunkID != "handbook:p1:c0" {
+				t.Fatalf("the context's snapshot: %+v", snap)
 			}
 			if ctxRes := e.do(t, "POST", "/v1/context", map[string]any{"model": "gpt-4o", "budget_tokens": 2000, "query": "incident handbook bridge", "principal": "user:mallory"}, ha); ctxRes.status != 200 || strings.Contains(string(ctxRes.body), "chunk:handbook") || strings.Contains(string(ctxRes.body), "open a bridge") {
 				t.Fatalf("context for mallory holds the handbook: %s", ctxRes.body)
