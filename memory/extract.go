@@ -89,8 +89,10 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 		if len(m.Content) > MaxExtractMessageBytes || !utf8.ValidString(m.Content) || strings.ContainsRune(m.Content, 0) {
 			return ExtractResult{}, fmt.Errorf("%w: message %d must be UTF-8 without NUL, at most %d bytes", ErrInvalidInput, i, MaxExtractMessageBytes)
 		}
-		if m.Role == "" {
-			return ExtractResult{}, fmt.Errorf("%w: message %d needs a role", ErrInvalidInput, i)
+		if !extractRoles[m.Role] {
+			// "USER" or "human" would be taken for a role no rule trusts, and
+			// every fact of the message refused or skipped without a word.
+			return ExtractResult{}, fmt.Errorf("%w: message %d: role must be user, assistant, system or tool", ErrInvalidInput, i)
 		}
 		if m.ID == "" {
 			sum := sha256.Sum256([]byte(m.Role + "\x00" + m.Content))
@@ -105,9 +107,23 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 		roles[m.ID] = m.Role
 		msgs[i] = m
 	}
+	// What every candidate would be refused for is the request's fault, not
+	// theirs: refuse the request.
 	if in.SourceType != "" && !sourceTypes[in.SourceType] {
-		// Every candidate would be refused for it: the request is wrong, not them.
 		return ExtractResult{}, fmt.Errorf("%w: source_type must be one of message, run_event, tool, user, operator, document, import", ErrInvalidInput)
+	}
+	for _, f := range []struct{ name, v string }{{"source_id", in.SourceID}, {"source_version", in.SourceVersion}, {"run_id", in.RunID}} {
+		if f.v != "" {
+			if err := checkID(f.name, f.v); err != nil {
+				return ExtractResult{}, err
+			}
+		}
+	}
+	if len(in.ConsentBasis) > 256 || !utf8.ValidString(in.ConsentBasis) || strings.ContainsRune(in.ConsentBasis, 0) {
+		return ExtractResult{}, fmt.Errorf("%w: consent_basis must be UTF-8 without NUL, at most 256 bytes", ErrInvalidInput)
+	}
+	if in.TTLSeconds < 0 || in.TTLSeconds > 100*365*24*3600 {
+		return ExtractResult{}, fmt.Errorf("%w: ttl_seconds out of range", ErrInvalidInput)
 	}
 	ex, err := s.opts.Extractor.Extract(ctx, msgs)
 	if err != nil {
@@ -196,6 +212,9 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 	}
 	return res, nil
 }
+
+// extractRoles are the chat roles a message to extract from may have.
+var extractRoles = map[string]bool{"user": true, "assistant": true, "system": true, "tool": true}
 
 // errStoreUnavailable is an extraction the store refused whole.
 var errStoreUnavailable = errors.New("memory store unavailable")

@@ -362,9 +362,11 @@ func (s *Server) forgetSubject(w http.ResponseWriter, r *http.Request) error {
 
 // ExtractMessage is one message given to extraction.
 type ExtractMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-	ID      string `json:"id,omitempty"`
+	Role string `json:"role"`
+	// Content is required (a misspelt "text" must not pass as an empty
+	// message); "" is allowed and skipped.
+	Content *string `json:"content"`
+	ID      string  `json:"id,omitempty"`
 }
 
 // ExtractRequest is the body of POST /v1/memories/extract.
@@ -421,7 +423,10 @@ func (s *Server) extractMemories(w http.ResponseWriter, r *http.Request) error {
 		SourceType: req.SourceType, SourceID: req.SourceID, SourceVersion: req.SourceVersion, RunID: req.RunID,
 		ConsentBasis: req.ConsentBasis, TTLSeconds: req.TTLSeconds, Messages: make([]memory.Message, len(req.Messages))}
 	for i, m := range req.Messages {
-		in.Messages[i] = memory.Message{ID: m.ID, Role: m.Role, Content: m.Content}
+		if m.Content == nil {
+			return unprocessable("message %d has no content", i)
+		}
+		in.Messages[i] = memory.Message{ID: m.ID, Role: m.Role, Content: *m.Content}
 	}
 	res, err := s.memory.Extract(r.Context(), tenant(r), in)
 	if err != nil {

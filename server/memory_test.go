@@ -601,6 +601,25 @@ func TestMemoryExtract(t *testing.T) {
 		}
 		expectProblem(t, e.do(t, "POST", "/v1/memories/extract", map[string]any{"subject_id": "hana", "messages": []any{}}, e.a), 422, "invalid-request")
 		expectProblem(t, e.do(t, "POST", "/v1/memories/extract", map[string]any{"subject_id": "hana", "messages": []any{map[string]any{"Role": "user", "content": "x"}}}, e.a), 400, "invalid-request")
+		// What would refuse every candidate refuses the request (it answered
+		// 200 with each item refused), and nothing is written.
+		moved := []any{map[string]any{"role": "user", "content": "I moved to Oslo last year."}}
+		for _, bad := range []map[string]any{
+			{"run_id": strings.Repeat("r", 300)},
+			{"source_id": strings.Repeat("s", 300)},
+			{"consent_basis": strings.Repeat("c", 5000)},
+			{"messages": []any{map[string]any{"role": "USER", "content": "I moved to Oslo last year."}}},
+			{"messages": []any{map[string]any{"role": "user"}}},
+		} {
+			body := map[string]any{"subject_id": "oslo", "messages": moved, "apply": true}
+			for k, v := range bad {
+				body[k] = v
+			}
+			expectProblem(t, e.do(t, "POST", "/v1/memories/extract", body, e.a), 422, "invalid-request")
+		}
+		if got := e.list(t, e.a, "subject_id=oslo"); len(got) != 0 {
+			t.Fatalf("refused extractions wrote %+v", got)
+		}
 	})
 	t.Run("no extractor", func(t *testing.T) {
 		e := newMemEnv(t, "memstore", memory.Options{})
