@@ -281,6 +281,11 @@ func TestMemoryTools(t *testing.T) {
 		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "hates German", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a word the user did not say")
 		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "not German", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a negation the user did not say")
 		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "budget", "value": "5000 EUR", "text": "answer in German", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a number the user did not say")
+		// A dislike the user did not say, in the text, the key or a member
+		// name, turns the fact around as a negation does.
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "German", "text": "the user hates German", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a dislike in the text")
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "dislikes", "value": "German", "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a dislike in the key")
+		fails(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": map[string]any{"hates": "German"}, "session_id": "s1", "message_seqs": []int{1}}), "invalid-request", "a dislike in a member name")
 		fails(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "wizard", "content": "hi"}}}), "invalid-request", "an unknown role")
 		add := ok(t, call(t, cs, "memory_add", map[string]any{"namespace": "prefs", "key": "language", "value": "de", "text": "answers in German", "session_id": "s1", "message_seqs": []int{1}}), "add")
 		m := add["memory"].(map[string]any)

@@ -112,7 +112,7 @@ func (t *toolset) memoryTools(srv *gomcp.Server) {
 			return map[string]any{"memories": out, "truncated": next != ""}, nil
 		})
 	add(t, srv, &gomcp.Tool{Name: "memory_add", Title: "Keep a fact long term",
-		Description: "Keep one fact the user stated, citing the messages where they said it (session_id and message_seqs; at least one must be the user's own message). A new value for the same namespace and key supersedes the old one. Guesses are not kept: only what the user said, so every word and number of the value must be in the cited messages (or in the value it supersedes), a code of up to three letters may stand for the user's words (\"de\" with text \"answers in German\"), and neither value nor text may add a negation the user did not say.",
+		Description: "Keep one fact the user stated, citing the messages where they said it (session_id and message_seqs; at least one must be the user's own message). A new value for the same namespace and key supersedes the old one. Guesses are not kept: only what the user said, so every word and number of the value must be in the cited messages (or in the value it supersedes), a code of up to three letters may stand for the user's words (\"de\" with text \"answers in German\"), and neither value, text, key nor a member name may add a negation or a dislike (\"hates\") the user did not say.",
 		Annotations: &gomcp.ToolAnnotations{DestructiveHint: ptr(false)}},
 		func(ctx context.Context, c call, in addIn) (any, error) {
 			prov, said, err := t.evidence(ctx, c, in.SessionID, in.MessageSeqs)
@@ -135,7 +135,7 @@ func (t *toolset) memoryTools(srv *gomcp.Server) {
 				}
 			}
 			if !grounded(in.Key, val, in.Text, said) {
-				return nil, invalid("the value is not in what the user said in the cited messages: cite the message where they said it (a fact inferred from what they said is not kept)")
+				return nil, invalid("the value, text or key says what the user did not say in the cited messages (a word, number, negation or dislike of its own): cite the message where they said it (a fact inferred from what they said is not kept)")
 			}
 			if in.TTLSeconds < 0 {
 				return nil, invalid("ttl_seconds must not be negative")
@@ -232,7 +232,9 @@ func (t *toolset) evidence(ctx context.Context, c call, sessionID string, seqs [
 // make ("convicted of fraud" citing "hi", "5000 EUR" citing "I like jazz",
 // "hates jazz" or "does not like jazz" citing "I like jazz"):
 //   - every number of the value and text is one the user said;
-//   - a negation ("not", "never", "n't", ...) is one the user said too;
+//   - a negation ("not", "never", "n't", ...) or a dislike ("hates",
+//     "dislikes") in the value, its member names, the text or the key is
+//     one the user said too;
 //   - every word of the value is the user's (stemmed) or a code of at most
 //     three letters, a normal form ("de" for German, "EUR" for euros), and
 //     the value or its text ("answers in German") shares a word with them;
@@ -246,6 +248,7 @@ func grounded(key string, value json.RawMessage, text, said string) bool {
 		heard[t] = true
 	}
 	var leaves []string
+	var names []string // member names: a meaning ({"hates":"jazz"}), not the user's words
 	var walk func(v any)
 	walk = func(v any) {
 		switch x := v.(type) {
@@ -258,7 +261,8 @@ func grounded(key string, value json.RawMessage, text, said string) bool {
 				walk(e)
 			}
 		case map[string]any:
-			for _, e := range x {
+			for k, e := range x {
+				names = append(names, k)
 				walk(e)
 			}
 		}
@@ -278,8 +282,11 @@ func grounded(key string, value json.RawMessage, text, said string) bool {
 		}
 		shared = shared || heard[t]
 	}
-	if (negates(valueText) || negates(text)) && !negates(said) {
-		return false
+	keyWords := strings.NewReplacer(".", " ", "_", " ", "-", " ", "/", " ", ":", " ").Replace(key)
+	for _, t := range []string{valueText, text, keyWords, strings.Join(names, " ")} {
+		if (negates(t) && !negates(said)) || (averse(t) && !averse(said)) {
+			return false
+		}
 	}
 	for _, t := range valueTerms {
 		if !heard[t] && utf8.RuneCountInString(t) > 3 {
@@ -290,7 +297,7 @@ func grounded(key string, value json.RawMessage, text, said string) bool {
 		return true
 	}
 	if len(valueTerms) == 0 && len(textTerms) == 0 {
-		for _, t := range search.Analyze(strings.NewReplacer(".", " ", "_", " ", "-", " ", "/", " ", ":", " ").Replace(key)) {
+		for _, t := range search.Analyze(keyWords) {
 			if heard[t] {
 				return true
 			}
@@ -307,6 +314,21 @@ func isNumber(t string) bool {
 // negations are the words that turn a statement around.
 var negations = map[string]bool{"not": true, "no": true, "never": true, "nor": true, "none": true, "nothing": true,
 	"neither": true, "cannot": true, "without": true, "nobody": true, "nowhere": true}
+
+// aversions are words that turn a liking around as a negation does: "the
+// user hates jazz" citing "I like jazz" is the opposite of what was said.
+var aversions = []string{"hate", "dislike", "loath", "detest", "despis", "abhor", "can't stand", "cannot stand"}
+
+// averse tells whether text says a dislike ("hates", "dislikes", "loathes").
+func averse(text string) bool {
+	t := strings.ReplaceAll(strings.ToLower(text), "’", "'")
+	for _, w := range aversions {
+		if strings.Contains(t, w) {
+			return true
+		}
+	}
+	return false
+}
 
 // negates tells whether text holds a negation ("not", "never", "don't").
 func negates(text string) bool {
