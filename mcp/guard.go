@@ -51,17 +51,82 @@ func checkMessage(b []byte) (resp []byte, ok bool) {
 	if errors.As(err, &je) && je.Kind == jsoncheck.Syntax {
 		code = codeParseError
 	}
-	// The id, read leniently, so that the caller can match the refusal.
+	if errors.As(err, &je) && je.Kind == jsoncheck.Depth {
+		detail = fmt.Sprintf("the message nests deeper than %d levels (a tool's arguments at most %d); flatten the arguments", messageDepth, jsoncheck.MaxDepth)
+	}
+	// The id, read leniently, so that the caller can match the refusal:
+	// a duplicate member or deep nesting elsewhere in the message leaves a
+	// readable id, and a client waits forever for an answer to its id.
 	var env envelope
 	_ = json.Unmarshal(b, &env)
+	if len(env.ID) == 0 {
+		env.ID, env.Method = topLevelMember(b, "id"), string(topLevelMember(b, "method"))
+	}
 	id := json.RawMessage("null")
-	if len(env.ID) > 0 && code != codeParseError && jsoncheck.Check(env.ID, 1) == nil {
+	if len(env.ID) > 0 && validID(env.ID) {
 		id = env.ID
 	} else if code != codeParseError && env.Method != "" {
 		return nil, false // a notification: nothing to answer
 	}
 	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": detail}})
 	return out, false
+}
+
+// validID reports whether raw is a JSON-RPC id: a string or a number.
+func validID(raw json.RawMessage) bool {
+	if jsoncheck.Check(raw, 1) != nil {
+		return false
+	}
+	c := raw[0]
+	return c == '"' || c == '-' || (c >= '0' && c <= '9')
+}
+
+// topLevelMember returns the raw value of a scalar member of the top-level
+// object of b, found by scanning (no decoder's depth limit applies, and
+// what follows the member may be malformed), or nil.
+func topLevelMember(b []byte, name string) json.RawMessage {
+	depth, expectKey := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			end := i + 1
+			for end < len(b) && b[end] != '"' {
+				if b[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if end >= len(b) {
+				return nil
+			}
+			if depth == 1 && expectKey {
+				expectKey = false
+				var key string
+				if json.Unmarshal(b[i:end+1], &key) == nil && key == name {
+					j := end + 1
+					for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
+						j++
+					}
+					if j < len(b) && b[j] == ':' {
+						var v json.RawMessage
+						if json.NewDecoder(bytes.NewReader(b[j+1:])).Decode(&v) == nil && len(v) > 0 && v[0] != '{' && v[0] != '[' {
+							return v
+						}
+						return nil
+					}
+				}
+			}
+			i = end
+		case '{', '[':
+			depth++
+			expectKey = c == '{' && depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			expectKey = depth == 1
+		}
+	}
+	return nil
 }
 
 // guardHTTP refuses, before the SDK reads it, a POSTed message that
