@@ -2,6 +2,8 @@ package memento
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"reflect"
@@ -223,7 +225,15 @@ func New(st Stores, o Options) (*Engine, error) {
 	e.Sessions = session.NewService(svc.Sessions, so)
 	e.Vault = vault
 	if svc.Memory != nil {
-		e.Memory = memory.NewService(svc.Memory, o.Memory)
+		mo := o.Memory
+		if mo.DigestKey == nil && len(o.PII.Key) > 0 {
+			// Tombstones keep keyed digests (see memory.Options.DigestKey),
+			// under a key of their own derived from the one secret.
+			m := hmac.New(sha256.New, o.PII.Key)
+			m.Write([]byte("memento memory value digest v1"))
+			mo.DigestKey = m.Sum(nil)
+		}
+		e.Memory = memory.NewService(svc.Memory, mo)
 	}
 	src := contextbuild.Sources{Runs: e.Runs, Sessions: e.Sessions, Memory: e.Memory}
 	if st.Summaries != nil {

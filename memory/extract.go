@@ -261,7 +261,7 @@ func (s *Service) predict(ctx context.Context, tenantID string, in AddInput, tom
 		}
 		return
 	}
-	if tombs[c.ValueDigest] {
+	if tombs[c.ValueDigest] || tombs[ValueDigest(c.Namespace, c.Key, c.Value)] {
 		item.Outcome, item.Reason = OutcomeRefused, "the claim was forgotten; its tombstone blocks it"
 		return
 	}
@@ -269,7 +269,7 @@ func (s *Service) predict(ctx context.Context, tenantID string, in AddInput, tom
 	switch {
 	case err != nil:
 		item.Outcome, item.Reason = OutcomeFailed, "the store did not answer"
-	case ok && cur.ValueDigest == c.ValueDigest && cur.Live(s.now()):
+	case ok && sameFact(cur, c) && cur.Live(s.now()):
 		item.Outcome, item.MergedInto = OutcomeMerged, cur.MemoryID
 	case ok:
 		item.Outcome, item.Superseded = OutcomeSuperseded, cur.MemoryID
@@ -318,7 +318,7 @@ func (s *Service) retract(ctx context.Context, tenantID, subjectID string, c Can
 		}
 		item.Outcome, item.Reason = OutcomeRefused, "a retraction of a key that holds no current claim"
 		return
-	case len(c.Retracts) > 0 && !isNull(c.Retracts) && ValueDigest(c.Namespace, c.Key, c.Retracts) != cur.ValueDigest:
+	case len(c.Retracts) > 0 && !isNull(c.Retracts) && !sameValue(c.Retracts, cur.Value):
 		item.Outcome, item.Reason = OutcomeRefused, "the retracted value is not the current one"
 		return
 	}
@@ -343,7 +343,7 @@ func (s *Service) heldToRetract(ctx context.Context, tenantID, subjectID string,
 	}
 	var out []Claim
 	for _, h := range cs {
-		if len(c.Retracts) == 0 || isNull(c.Retracts) || ValueDigest(c.Namespace, NormalizeKey(c.Key), c.Retracts) == h.ValueDigest {
+		if len(c.Retracts) == 0 || isNull(c.Retracts) || sameValue(c.Retracts, h.Value) {
 			out = append(out, h)
 		}
 	}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -129,6 +130,34 @@ func ValueDigest(namespace, key string, value json.RawMessage) string {
 	h.Write(canonicalValue(value))
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// digest is the value digest of a claim of the tenant: keyed when the
+// service has a DigestKey (see Options.DigestKey), else ValueDigest.
+func (s *Service) digest(tenantID, namespace, key string, value json.RawMessage) string {
+	if len(s.opts.DigestKey) == 0 {
+		return ValueDigest(namespace, key, value)
+	}
+	m := hmac.New(sha256.New, s.opts.DigestKey)
+	for _, part := range []string{tenantID, namespace, key} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	m.Write(canonicalValue(value))
+	return keyedDigestPrefix + hex.EncodeToString(m.Sum(nil))
+}
+
+// keyedDigestPrefix tells a keyed digest from an unkeyed one.
+const keyedDigestPrefix = "k1:"
+
+// sameFact reports whether two claims of one subject hold the same fact
+// (namespace, key and canonical value). Values are compared, not digests,
+// so a claim kept before digests were keyed still matches.
+func sameFact(a, b Claim) bool {
+	return a.Namespace == b.Namespace && a.Key == b.Key && sameValue(a.Value, b.Value)
+}
+
+// sameValue reports whether two values are the same fact's value.
+func sameValue(a, b json.RawMessage) bool { return bytes.Equal(canonicalValue(a), canonicalValue(b)) }
 
 // canonicalValue is value with sorted object keys, no spacing, and strings
 // case-folded with their spaces collapsed: "Russian" and " russian " are the

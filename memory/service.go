@@ -57,6 +57,12 @@ type Options struct {
 	// text they lowered recall (bench locomo: hybrid 0.74 against full text
 	// 0.81 at 10); with a real embedder hybrid is the default.
 	DefaultMode string
+	// DigestKey keys the value digests claims and their tombstones keep
+	// (HMAC-SHA256, with the tenant): a tombstone outlives the value it
+	// blocks, and an unkeyed digest of a short value (a PIN, a birth date)
+	// gives the value back to anyone who can read it and guess. Nil keeps
+	// the unkeyed ValueDigest. The engine derives it from the PII key.
+	DigestKey []byte
 }
 
 // Service applies the long-term memory rules (provenance, consent,
@@ -205,7 +211,7 @@ func (s *Service) replay(ctx context.Context, c Claim) (AddResult, bool, error) 
 	if err != nil {
 		return AddResult{}, false, fmt.Errorf("read claim %s: %w", c.MemoryID, err)
 	}
-	if prev.SubjectID != c.SubjectID || prev.ValueDigest != c.ValueDigest || !sameSource(prev.Provenance, c.Provenance) {
+	if prev.SubjectID != c.SubjectID || !sameFact(prev, c) || !sameSource(prev.Provenance, c.Provenance) {
 		return AddResult{}, false, fmt.Errorf("claim %s: %w", prev.MemoryID, ErrIdempotencyMismatch)
 	}
 	res := AddResult{Claim: prev, Outcome: OutcomeAdded, Superseded: prev.Supersedes}
@@ -350,7 +356,7 @@ func (s *Service) prepare(ctx context.Context, tenantID string, in AddInput) (Cl
 		ExpiresAt:     expires,
 		Status:        StatusCurrent,
 		ConsentBasis:  strings.TrimSpace(in.ConsentBasis),
-		ValueDigest:   ValueDigest(in.Namespace, in.Key, value),
+		ValueDigest:   s.digest(tenantID, in.Namespace, in.Key, value),
 		CreatedAt:     now,
 		ConfirmedAt:   now,
 		Confirmations: 1,
@@ -392,7 +398,7 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 				return res, err
 			}
 		}
-		if ok && c.Status == StatusCurrent && cur.Live(now) && c.ValidFrom.Before(cur.ValidFrom) && cur.ValueDigest != c.ValueDigest {
+		if ok && c.Status == StatusCurrent && cur.Live(now) && c.ValidFrom.Before(cur.ValidFrom) && !sameFact(cur, c) {
 			// A fact that arrives late but held before the current one does
 			// not replace it: the current claim is the later truth, and
 			// taking the older one would leave two claims in force at once
@@ -401,7 +407,7 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 				c.ValidFrom.Format(time.RFC3339), cur.MemoryID, cur.ValidFrom.Format(time.RFC3339))
 			return AddResult{Outcome: OutcomeRefused, Reason: r}, &Refusal{Reason: r, Err: ErrRefused}
 		}
-		if ok && cur.ValueDigest == c.ValueDigest && cur.Live(now) && c.Status == StatusCurrent && !outlives(c, cur) {
+		if ok && sameFact(cur, c) && cur.Live(now) && c.Status == StatusCurrent && !outlives(c, cur) {
 			if sameEvidence(c.Provenance, cur.Provenance) {
 				// The same message read again (a replay) is no new confirmation.
 				return AddResult{Claim: cur, Outcome: OutcomeMerged, MergedInto: cur.MemoryID}, nil
@@ -417,6 +423,9 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 			return AddResult{Claim: got, Outcome: OutcomeMerged, MergedInto: got.MemoryID}, nil
 		}
 		p := InsertParams{Claim: c}
+		if strings.HasPrefix(c.ValueDigest, keyedDigestPrefix) {
+			p.LegacyDigest = ValueDigest(c.Namespace, c.Key, c.Value)
+		}
 		if c.Status == StatusCurrent {
 			if vec == nil && s.opts.Embedder != nil {
 				if vec, err = s.index.embed(ctx, c); err != nil {
@@ -616,7 +625,7 @@ func (s *Service) Invalidate(ctx context.Context, tenantID, memoryID, reason str
 	}
 	c, err := s.store.Transition(ctx, TransitionParams{TenantID: tenantID, MemoryID: memoryID, From: []Status{StatusCurrent, StatusHeld}, To: StatusInvalidated, At: s.now(), Reason: reason})
 	if err != nil {
-		return Claim{}, fmt.Errorf("invalidate memory %s: %w", memoryID, err)
+		return Claim{}, transitionErr("invalidate", memoryID, err)
 	}
 	s.forgetCached(tenantID, c.SubjectID, c.MemoryID)
 	return c, nil
@@ -672,7 +681,7 @@ func (s *Service) Confirm(ctx context.Context, tenantID, memoryID string) (AddRe
 			}
 		}
 		if err != nil {
-			return AddResult{}, fmt.Errorf("confirm memory %s: %w", memoryID, err)
+			return AddResult{}, transitionErr("confirm", memoryID, err)
 		}
 		s.profiles.drop(tenantID, c.SubjectID)
 		res := AddResult{Claim: c, Outcome: OutcomeAdded}
@@ -697,7 +706,7 @@ func (s *Service) heldBefore(ctx context.Context, c Claim, now time.Time) (AddRe
 		return AddResult{}, false, fmt.Errorf("list held claims of key %s: %w", c.Key, err)
 	}
 	for _, h := range cs {
-		if h.ValueDigest != c.ValueDigest {
+		if !sameFact(h, c) {
 			continue
 		}
 		if h.Status == StatusRejected {
@@ -711,6 +720,15 @@ func (s *Service) heldBefore(ctx context.Context, c Claim, now time.Time) (AddRe
 	return AddResult{}, false, nil
 }
 
+// transitionErr words a failed transition once: the store's error names
+// the claim and the transition too, which a caller would read twice.
+func transitionErr(verb, memoryID string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrNotFound, memoryID)
+	}
+	return fmt.Errorf("%s memory %s: %w", verb, memoryID, err)
+}
+
 // Reject ends a held claim: it is never served.
 func (s *Service) Reject(ctx context.Context, tenantID, memoryID, reason string) (Claim, error) {
 	if err := checkID("memory_id", memoryID); err != nil {
@@ -721,7 +739,7 @@ func (s *Service) Reject(ctx context.Context, tenantID, memoryID, reason string)
 	}
 	c, err := s.store.Transition(ctx, TransitionParams{TenantID: tenantID, MemoryID: memoryID, From: []Status{StatusHeld}, To: StatusRejected, At: s.now(), Reason: strings.TrimSpace(reason)})
 	if err != nil {
-		return Claim{}, fmt.Errorf("reject memory %s: %w", memoryID, err)
+		return Claim{}, transitionErr("reject", memoryID, err)
 	}
 	return c, nil
 }

@@ -705,3 +705,48 @@ func TestHeldClaimsAreAskedOnce(t *testing.T) {
 		t.Fatalf("confirming into a personal namespace without consent: %v, want ErrNoConsent", err)
 	}
 }
+
+// TestKeyedDigests: with a DigestKey, what a tombstone keeps is a keyed
+// digest (per tenant) that a guess of the value cannot be checked against,
+// and it still blocks the fact; claims and tombstones kept before the key
+// (unkeyed digests) still match the same fact.
+func TestKeyedDigests(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New().Memory()
+	before := memory.NewService(st, memory.Options{})
+	keyed := memory.NewService(st, memory.Options{DigestKey: []byte("0123456789abcdef0123456789abcdef")})
+	pin := memory.AddInput{SubjectID: "u1", Namespace: "p", Key: "pin", Value: str("4242")}
+	c := add(t, keyed, "t1", pin).Claim
+	plain := memory.ValueDigest("p", "pin", json.RawMessage(`"4242"`))
+	if !strings.HasPrefix(c.ValueDigest, "k1:") || strings.Contains(c.ValueDigest, plain) {
+		t.Fatalf("digest %s is not keyed", c.ValueDigest)
+	}
+	if other := add(t, keyed, "t2", pin).Claim; other.ValueDigest == c.ValueDigest {
+		t.Fatal("two tenants' digests of one fact are equal")
+	}
+	if _, err := keyed.Forget(ctx, "t1", "u1", "", "asked"); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := st.Tombstones(ctx, "t1", "u1")
+	if err != nil || len(ts) != 1 || ts[0].ValueDigest != c.ValueDigest {
+		t.Fatalf("tombstones %+v %v", ts, err)
+	}
+	if _, err := keyed.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Namespace: "p", Key: "pin", Value: str("4242"), Provenance: prov()}); !errors.Is(err, memory.ErrTombstoned) {
+		t.Fatalf("the forgotten fact again: %v", err)
+	}
+	// Kept and forgotten before the key: the unkeyed tombstone blocks the
+	// keyed service, and an unkeyed claim is the same fact as a keyed one.
+	add(t, before, "t1", memory.AddInput{SubjectID: "u2", Namespace: "p", Key: "pin", Value: str("1111")})
+	if _, err := before.Forget(ctx, "t1", "u2", "", "asked"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keyed.Add(ctx, "t1", memory.AddInput{SubjectID: "u2", Namespace: "p", Key: "pin", Value: str("1111"), Provenance: prov()}); !errors.Is(err, memory.ErrTombstoned) {
+		t.Fatalf("a fact forgotten before the key: %v", err)
+	}
+	old := add(t, before, "t1", memory.AddInput{SubjectID: "u3", Namespace: "p", Key: "city", Value: str("Oslo")}).Claim
+	again := add(t, keyed, "t1", memory.AddInput{SubjectID: "u3", Namespace: "p", Key: "city", Value: str("oslo"),
+		Provenance: memory.Provenance{SourceType: memory.SourceMessage, SourceID: "chat-2", MessageIDs: []string{"m9"}, ValidatedBy: memory.ValidatedUserStated}})
+	if again.Outcome != memory.OutcomeMerged || again.MergedInto != old.MemoryID {
+		t.Fatalf("the same fact kept before the key: %+v, want merged into %s", again, old.MemoryID)
+	}
+}

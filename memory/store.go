@@ -127,7 +127,11 @@ type ChangesGetter interface {
 
 // InsertParams is one Store.Insert.
 type InsertParams struct {
-	Claim        Claim
+	Claim Claim
+	// LegacyDigest is the unkeyed ValueDigest of a claim whose ValueDigest
+	// is keyed: a tombstone written before digests were keyed holds it,
+	// and blocks the claim as well. Empty when the digest is unkeyed.
+	LegacyDigest string
 	Supersede    string
 	SupersededAt time.Time
 	Vector       *Vector

@@ -28,6 +28,7 @@ func MemoryStoreSuite(t *testing.T, open func(t *testing.T) memory.Store) {
 		{"ConcurrentInsertsOneWins", testMemConcurrentInserts},
 		{"ConcurrentSupersedesOneWins", testMemConcurrentSupersedes},
 		{"TombstoneBlocksInsert", testMemTombstone},
+		{"TombstoneLegacyDigest", testMemTombstoneLegacy},
 		{"ListFilters", testMemListFilters},
 		{"ListAsOf", testMemListAsOf},
 		{"ListPages", testMemListPages},
@@ -414,6 +415,28 @@ func testMemTombstone(t *testing.T, s memory.Store) {
 	f.add("prefs", "lang", `"French"`, "language: French")
 	f.other().add("prefs", "lang", `"Russian"`, "language: Russian")
 	f.otherTenant().add("prefs", "lang", `"Russian"`, "language: Russian")
+}
+
+// testMemTombstoneLegacy: a tombstone written when digests were unkeyed
+// blocks a claim whose keyed digest comes with the unkeyed one
+// (InsertParams.LegacyDigest), and only the fact it names.
+func testMemTombstoneLegacy(t *testing.T, s memory.Store) {
+	f := newMfx(t, s)
+	ctx := t.Context()
+	f.add("prefs", "pin", `"4242"`, "pin: 4242")
+	if _, err := s.Forget(ctx, memory.ForgetParams{TenantID: f.tenant, SubjectID: f.subject,
+		Record: memory.ForgetRecord{ForgetID: newID("fg"), CreatedAt: f.tick()}}); err != nil {
+		t.Fatal(err)
+	}
+	keyed := f.claim("prefs", "pin", `"4242"`, "pin: 4242")
+	keyed.ValueDigest = "k1:" + fmt.Sprintf("%064x", 0xab)
+	_, err := s.Insert(ctx, memory.InsertParams{Claim: keyed, LegacyDigest: memory.ValueDigest("prefs", "pin", json.RawMessage(`"4242"`))})
+	wantErr(t, err, memory.ErrTombstoned, "insert a forgotten fact under a keyed digest")
+	other := f.claim("prefs", "pin", `"1111"`, "pin: 1111")
+	other.ValueDigest = "k1:" + fmt.Sprintf("%064x", 0xcd)
+	if _, err := s.Insert(ctx, memory.InsertParams{Claim: other, LegacyDigest: memory.ValueDigest("prefs", "pin", json.RawMessage(`"1111"`))}); err != nil {
+		t.Fatalf("another value under a keyed digest: %v", err)
+	}
 }
 
 // testMemInsertBatch: a store that implements memory.BatchInserter stores

@@ -166,7 +166,9 @@ func (m *Memory) Insert(ctx context.Context, p memory.InsertParams) (memory.Clai
 	if _, ok := m.s.mem.claims[key{c.TenantID, c.MemoryID}]; ok {
 		return memory.Claim{}, fmt.Errorf("insert claim %s: the id is taken: %w", c.MemoryID, memory.ErrConflict)
 	}
-	if _, ok := m.s.mem.tombstones[tombKey{c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest}]; ok {
+	_, tomb := m.s.mem.tombstones[tombKey{c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest}]
+	_, legacy := m.s.mem.tombstones[tombKey{c.TenantID, c.SubjectID, c.Namespace, c.Key, p.LegacyDigest}]
+	if tomb || (legacy && p.LegacyDigest != "") {
 		return memory.Claim{}, fmt.Errorf("insert claim %s: %w", c.MemoryID, memory.ErrTombstoned)
 	}
 	old, err := m.checkSupersede(c, p.Supersede)

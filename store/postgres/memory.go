@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -292,7 +293,7 @@ func queueInsert(b *pgx.Batch, p memory.InsertParams) (out func() memory.Claim, 
 		ON CONFLICT (tenant_id, subject_id) DO UPDATE SET version = s.version + 1 RETURNING version`, c.TenantID, c.SubjectID).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&version) })
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM memory_tombstones WHERE tenant_id = $1 AND subject_id = $2 AND namespace = $3
-		AND key = $4 AND value_digest = $5)`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).
+		AND key = $4 AND value_digest IN ($5, $6))`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest, cmp.Or(p.LegacyDigest, c.ValueDigest)).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&tombstoned) })
 	if p.Supersede != "" {
 		b.Queue(`DELETE FROM memory_text WHERE tenant_id = $1 AND memory_id = $2`, c.TenantID, p.Supersede)

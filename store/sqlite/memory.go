@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -253,7 +254,7 @@ func insertTx(ctx context.Context, tx wtx, p memory.InsertParams) (memory.Claim,
 	}
 	var one int
 	err = tx.QueryRowContext(ctx, `SELECT 1 FROM memory_tombstones WHERE tenant_id = ? AND subject_id = ? AND namespace = ?
-		AND key = ? AND value_digest = ?`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest).Scan(&one)
+		AND key = ? AND value_digest IN (?, ?) LIMIT 1`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest, cmp.Or(p.LegacyDigest, c.ValueDigest)).Scan(&one)
 	if err == nil {
 		return memory.Claim{}, memory.ErrTombstoned
 	} else if !errors.Is(err, sql.ErrNoRows) {
