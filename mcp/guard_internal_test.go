@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -48,5 +49,24 @@ func TestRefusalEchoesTheID(t *testing.T) {
 	}
 	if resp, _ := checkMessage([]byte(`{"jsonrpc":"2.0","id":1,"params":{"v":` + deep + `}}`)); !strings.Contains(string(resp), "at most 64") {
 		t.Errorf("depth refusal: %s", resp)
+	}
+}
+
+// TestDecodeProblemNamesNoGoTypes: an argument of the wrong type is told in
+// the arguments' terms, not Go's.
+func TestDecodeProblemNamesNoGoTypes(t *testing.T) {
+	var in struct {
+		Seqs []int64 `json:"message_seqs"`
+		Name string  `json:"name"`
+	}
+	for raw, want := range map[string]string{
+		`{"message_seqs":[1180591620717411303424]}`: "message_seqs",
+		`{"name":[1]}`: "name: array is not a string",
+	} {
+		err := json.Unmarshal([]byte(raw), &in)
+		got := decodeProblem(err)
+		if !strings.Contains(got, want) || strings.Contains(got, "Go ") || strings.Contains(got, "int64") {
+			t.Errorf("%s: %q", raw, got)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,9 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
+	"reflect"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -155,25 +159,105 @@ func (s *Server) Handler(resolve func(http.Header) (Binding, error), opts *gomcp
 			}
 		}
 		if err != nil {
-			// A problem as the rest of the API answers it (RFC 9457).
-			kind := problem.Unauthorized
-			if errors.Is(err, ErrForbidden) {
-				kind = problem.Forbidden
-			} else {
+			kind, detail := problem.Unauthorized, err.Error()
+			switch {
+			case errors.Is(err, ErrForbidden):
+				kind, detail = problem.Forbidden, strings.TrimPrefix(detail, ErrForbidden.Error()+": ")
+			case errors.Is(err, run.ErrInvalidInput):
+				// A malformed X-Memento-User is the request's fault, not
+				// missing credentials.
+				kind, detail = problem.InvalidRequest, strings.TrimPrefix(detail, run.ErrInvalidInput.Error()+": ")
+			default:
 				w.Header().Set("WWW-Authenticate", `Bearer realm="memento"`)
 			}
-			info, _ := problem.Lookup(kind)
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(info.Status)
-			b, _ := json.Marshal(map[string]any{"type": problem.Type(kind), "title": info.Title, "status": info.Status, "detail": err.Error()})
-			_, _ = w.Write(b)
+			writeProblem(w, r, kind, 0, detail)
 			return
 		}
-		h.ServeHTTP(w, r)
+		pw := &problemWriter{ResponseWriter: w, r: r}
+		h.ServeHTTP(pw, r)
+		pw.finish()
 		if r.Method == http.MethodDelete {
 			owners.Remove(r.Header.Get("Mcp-Session-Id"))
 		}
 	})
+}
+
+// writeProblem answers a problem as the rest of the API does (RFC 9457,
+// with the request id the server's outer layer set); status 0 is the
+// kind's own.
+func writeProblem(w http.ResponseWriter, r *http.Request, kind string, status int, detail string) {
+	info, _ := problem.Lookup(kind)
+	if status == 0 {
+		status = info.Status
+	}
+	body := map[string]any{"type": problem.Type(kind), "title": info.Title, "status": status, "detail": detail, "instance": r.URL.Path}
+	if id := w.Header().Get("X-Request-Id"); id != "" {
+		body["request_id"] = id
+	}
+	b, _ := json.Marshal(body)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// problemWriter turns the SDK transport's plain-text errors (a missing or
+// unknown session, a wrong Content-Type, a body too large) into problems;
+// JSON-RPC answers and streams pass through untouched.
+type problemWriter struct {
+	http.ResponseWriter
+	r          *http.Request
+	status     int
+	converting bool
+	text       bytes.Buffer
+}
+
+func (p *problemWriter) WriteHeader(code int) {
+	if code >= 400 && strings.HasPrefix(p.Header().Get("Content-Type"), "text/plain") {
+		p.status, p.converting = code, true
+		return
+	}
+	p.ResponseWriter.WriteHeader(code)
+}
+
+func (p *problemWriter) Write(b []byte) (int, error) {
+	if p.converting {
+		if p.text.Len() < 1024 {
+			p.text.Write(b[:min(len(b), 1024-p.text.Len())])
+		}
+		return len(b), nil
+	}
+	return p.ResponseWriter.Write(b)
+}
+
+// Flush passes a stream's flushes on.
+func (p *problemWriter) Flush() {
+	if f, ok := p.ResponseWriter.(http.Flusher); ok && !p.converting {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (p *problemWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+func (p *problemWriter) finish() {
+	if !p.converting {
+		return
+	}
+	kind := map[int]string{http.StatusNotFound: problem.NotFound, http.StatusMethodNotAllowed: problem.MethodNotAllowed,
+		http.StatusRequestEntityTooLarge: problem.RequestTooLarge, http.StatusUnsupportedMediaType: problem.UnsupportedMediaType,
+		http.StatusForbidden: problem.Forbidden, http.StatusUnauthorized: problem.Unauthorized}[p.status]
+	if kind == "" {
+		kind = problem.InvalidRequest
+		if p.status >= 500 {
+			kind = problem.Internal
+		}
+	}
+	detail := strings.TrimSpace(p.text.String())
+	if detail == "" {
+		detail = http.StatusText(p.status)
+	}
+	writeProblem(p.ResponseWriter, p.r, kind, p.status, "MCP transport: "+detail)
 }
 
 // maxSessionOwners bounds how many MCP sessions' openers Handler keeps (a
@@ -329,15 +413,49 @@ func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved, limit 
 	}
 	var generic map[string]any
 	if err := json.Unmarshal(raw, &generic); err != nil {
-		return in, &ToolError{Type: "invalid-request", Detail: "the arguments must be a JSON object: " + err.Error()}
+		return in, &ToolError{Type: "invalid-request", Detail: "the arguments must be a JSON object"}
 	}
 	if err := schema.Validate(generic); err != nil {
 		return in, &ToolError{Type: "invalid-request", Detail: "the arguments do not match the tool's input schema: " + err.Error()}
 	}
 	if err := json.Unmarshal(raw, &in); err != nil {
-		return in, &ToolError{Type: "invalid-request", Detail: "the arguments do not match the tool's input schema: " + err.Error()}
+		return in, &ToolError{Type: "invalid-request", Detail: "the arguments do not match the tool's input schema: " + decodeProblem(err)}
 	}
 	return in, nil
+}
+
+// decodeProblem says what a decode error means in the arguments' terms,
+// not in Go's ("Go struct field addIn.message_seqs of type int64").
+func decodeProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return "the arguments are not valid JSON for this tool"
+	}
+	want := "another type"
+	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		want = fmt.Sprintf("an integer within [%d, %d]", int64(math.MinInt64), int64(math.MaxInt64))
+		if te.Type.Kind() == reflect.Int32 {
+			want = fmt.Sprintf("an integer within [%d, %d]", math.MinInt32, math.MaxInt32)
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	case reflect.String:
+		want = "a string"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Slice, reflect.Array:
+		want = "an array"
+	case reflect.Map, reflect.Struct:
+		want = "an object"
+	}
+	field := te.Field
+	if field == "" {
+		field = "the arguments"
+	}
+	return fmt.Sprintf("%s: %s is not %s", field, te.Value, want)
 }
 
 // classifyCall is classify for a tool's own failure: a write tool whose

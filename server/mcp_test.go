@@ -292,3 +292,53 @@ func TestMCPSessionEndedOnlyByItsOpener(t *testing.T) {
 		t.Fatalf("alice ending her own session: status %d", st)
 	}
 }
+
+// TestMCPErrorsAreProblems: what /mcp refuses before a JSON-RPC exchange
+// (credentials, a malformed user header, the transport's own refusals:
+// no or an unknown session, a wrong Content-Type) is problem+json with a
+// stable type and the request id, as every other route answers.
+func TestMCPErrorsAreProblems(t *testing.T) {
+	eng := openEngine(t, "sqlite", memento.Config{})
+	const key, reader = "app-key-0123456789abcdef", "read-key-0123456789abcdef"
+	hs := mcpServer(t, eng, key+"=acme:writer,"+reader+"=acme:reader")
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	for _, c := range []struct {
+		name, method, auth, user, session, ctype, body string
+		status                                         int
+		kind                                           string
+	}{
+		{"no key", "POST", "", "", "", "application/json", list, 401, "unauthorized"},
+		{"reader key", "POST", reader, "ann", "", "application/json", list, 403, "forbidden"},
+		{"malformed user", "POST", key, "a b", "", "application/json", list, 400, "invalid-request"},
+		{"GET without a session", "GET", key, "ann", "", "", "", 400, "invalid-request"},
+		{"unknown session", "POST", key, "ann", "nosuch-session", "application/json", list, 404, "not-found"},
+		{"text body", "POST", key, "ann", "", "text/plain", list, 415, "unsupported-media-type"},
+	} {
+		req, _ := http.NewRequest(c.method, hs.URL+"/mcp", strings.NewReader(c.body))
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for h, v := range map[string]string{"Content-Type": c.ctype, "X-Memento-User": c.user, "Mcp-Session-Id": c.session} {
+			if v != "" {
+				req.Header.Set(h, v)
+			}
+		}
+		if c.auth != "" {
+			req.Header.Set("Authorization", "Bearer "+c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			Type, Title, Detail, Instance string
+			Status                        int
+			RequestID                     string `json:"request_id"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != c.status || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			!strings.HasSuffix(p.Type, "/"+c.kind) || p.Status != c.status || p.RequestID == "" || p.Instance != "/mcp" ||
+			strings.HasPrefix(strings.ToLower(p.Detail), strings.ToLower(p.Title)+":") {
+			t.Errorf("%s: %d %s %+v %v", c.name, resp.StatusCode, resp.Header.Get("Content-Type"), p, err)
+		}
+	}
+}

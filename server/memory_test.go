@@ -372,7 +372,10 @@ func TestMemoryTenantIsolation(t *testing.T) {
 		} {
 			expectProblem(t, e.do(t, q.method, q.path, nil, e.b), 404, "memory-not-found")
 		}
-		expectProblem(t, e.do(t, "POST", "/v1/memories/"+c.MemoryID+"/invalidate", map[string]any{"reason": "x"}, e.b), 404, "memory-not-found")
+		nf := expectProblem(t, e.do(t, "POST", "/v1/memories/"+c.MemoryID+"/invalidate", map[string]any{"reason": "x"}, e.b), 404, "memory-not-found")
+		if strings.Count(nf.Detail, c.MemoryID) != 1 {
+			t.Fatalf("the detail names the claim more than once: %q", nf.Detail)
+		}
 		if p := decodeAs[memory.Profile](t, e.do(t, "GET", "/v1/subjects/dave/profile", nil, e.b), 200); p.Claims != 0 {
 			t.Fatalf("tenant B's profile of dave: %+v", p)
 		}
