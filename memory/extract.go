@@ -1,11 +1,13 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -142,8 +144,20 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 	}
 	var tombs map[string]bool
 	failed, written := 0, 0
-	for _, c := range ex.Candidates {
+	later := laterInBatch(ex.Candidates, in.Namespace)
+	for i, c := range ex.Candidates {
 		item := ExtractItem{Candidate: c}
+		if r := later[i]; r != "" {
+			// Only the last word of these messages on a key is kept: the
+			// earlier ones would only pile up as history, and again on
+			// every re-extraction of the same messages.
+			if item.Candidate.Namespace == "" {
+				item.Candidate.Namespace = in.Namespace
+			}
+			item.Outcome, item.Reason = OutcomeRefused, r
+			res.Items = append(res.Items, item)
+			continue
+		}
 		if c.Namespace == "" {
 			item.Candidate.Namespace = in.Namespace
 		}
@@ -211,6 +225,33 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 		return ExtractResult{}, fmt.Errorf("extract: the store took none of %d candidates: %w", failed, errStoreUnavailable)
 	}
 	return res, nil
+}
+
+// laterInBatch marks, by index, the candidates a later candidate of the
+// same extraction overrides: another value of the same key, or a key the
+// later one contradicts ("I like jazz. I do not like jazz."). Candidates
+// come in the order of the messages.
+func laterInBatch(cs []Candidate, namespace string) map[int]string {
+	out := map[int]string{}
+	last := map[string]int{}
+	nsOf := func(c Candidate) string { return cmp.Or(c.Namespace, namespace) }
+	for i, c := range cs {
+		last[nsOf(c)+"\x00"+NormalizeKey(c.Key)] = i
+	}
+	for i, c := range cs {
+		k := nsOf(c) + "\x00" + NormalizeKey(c.Key)
+		if j := last[k]; j > i {
+			out[i] = fmt.Sprintf("a later statement in the same messages gives key %s another value", c.Key)
+			continue
+		}
+		for j := i + 1; j < len(cs); j++ {
+			if nsOf(cs[j]) == nsOf(c) && slices.ContainsFunc(cs[j].Contradicts, func(x string) bool { return NormalizeKey(x) == NormalizeKey(c.Key) }) {
+				out[i] = fmt.Sprintf("a later statement in the same messages contradicts it (key %s)", cs[j].Key)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // extractRoles are the chat roles a message to extract from may have.

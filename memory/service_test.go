@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/memory/extract"
 	"github.com/mementohq/memento/search"
 	"github.com/mementohq/memento/store/memstore"
 )
@@ -748,5 +749,43 @@ func TestKeyedDigests(t *testing.T) {
 		Provenance: memory.Provenance{SourceType: memory.SourceMessage, SourceID: "chat-2", MessageIDs: []string{"m9"}, ValidatedBy: memory.ValidatedUserStated}})
 	if again.Outcome != memory.OutcomeMerged || again.MergedInto != old.MemoryID {
 		t.Fatalf("the same fact kept before the key: %+v, want merged into %s", again, old.MemoryID)
+	}
+}
+
+// TestExtractKeepsTheLastWord: a message that says two things of one key
+// (or a thing and its contradiction) keeps only its last word, and the
+// same messages extracted again add nothing: they used to leave a claim
+// per statement, and more on every re-extraction.
+func TestExtractKeepsTheLastWord(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New().Memory()
+	s := memory.NewService(st, memory.Options{Extractor: extract.Rules{}})
+	for _, msg := range []string{"I like jazz. I do not like jazz.", "I moved to Bergen. I moved to Oslo. I moved to Bergen."} {
+		for round := 0; round < 2; round++ {
+			res, err := s.Extract(ctx, "t1", memory.ExtractInput{SubjectID: "u1", Apply: true, Messages: []memory.Message{{ID: "m-" + strings.Fields(msg)[2], Role: "user", Content: msg}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := 0
+			for _, it := range res.Items {
+				if it.Outcome != memory.OutcomeRefused {
+					kept++
+				}
+			}
+			if kept != 1 {
+				t.Fatalf("%q round %d: %d candidates kept, want the last one: %+v", msg, round, kept, res.Items)
+			}
+		}
+	}
+	all, err := st.List(ctx, memory.ListQuery{TenantID: "t1", SubjectID: "u1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range all {
+		got[c.Key+" "+string(c.Status)] = string(c.Value)
+	}
+	if len(all) != 2 || got["dislikes.jazz current"] != `"jazz"` || got["home.city current"] != `"Bergen"` {
+		t.Fatalf("claims after extracting each message twice: %v", got)
 	}
 }
