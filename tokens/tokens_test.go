@@ -182,4 +182,16 @@ func BenchmarkCount(b *testing.B) {
 			o200k.Count(benchText)
 		}
 	})
+	// One unbroken word as long as benchText: the long-run path (own
+	// pre-tokenization, heap merge). Its MB/s next to o200k-uncached's is
+	// the cost of a pathological text; tiktoken's own merge is quadratic.
+	word := strings.Repeat("x", len(benchText))
+	b.Run("o200k-one-long-word", func(b *testing.B) {
+		b.SetBytes(int64(len(word)))
+		for b.Loop() {
+			if err := o200k.eachToken(word, func(int) {}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
