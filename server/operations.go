@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -193,6 +194,12 @@ func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) err
 	var err error
 	switch tr := r.PathValue("transition"); tr {
 	case "started":
+		// Starting is about to perform the side effect: not for a run that
+		// ended (a worker that missed the cancel). Settling one already in
+		// flight stays open: it records what happened.
+		if err := s.runActive(ctx, tn, id); err != nil {
+			return err
+		}
 		op, err = s.ops.Start(ctx, tn, id)
 	case "succeeded":
 		op, err = s.ops.Succeed(ctx, tn, id, toolop.Outcome{ExternalRef: req.ExternalRef, Result: req.Result})
@@ -212,6 +219,22 @@ func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	writeJSON(w, http.StatusOK, op)
+	return nil
+}
+
+// runActive refuses with run-not-active when the run of an operation ended.
+func (s *Server) runActive(ctx context.Context, tenantID, operationID string) error {
+	op, err := s.ops.Get(ctx, tenantID, operationID)
+	if err != nil {
+		return err
+	}
+	rn, err := s.runs.Get(ctx, tenantID, op.RunID)
+	if err != nil {
+		return err
+	}
+	if rn.Status.Terminal() {
+		return &apiError{kind: problem.RunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; its operations are not started any more"}
+	}
 	return nil
 }
 
@@ -243,6 +266,9 @@ func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request) error {
 	rn, err := s.runs.Get(r.Context(), tenant(r), runID(r))
 	if err != nil {
 		return err
+	}
+	if rn.Status.Terminal() {
+		return &apiError{kind: problem.RunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; it takes no new approvals"}
 	}
 	if req.TTLMs <= 0 || req.TTLMs > toolop.MaxApprovalTTL.Milliseconds() {
 		return unprocessable("ttl_ms must be positive and at most %d", toolop.MaxApprovalTTL.Milliseconds())

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/client"
+	"github.com/mementohq/memento/internal/testenv"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/toolop"
 )
@@ -274,4 +276,93 @@ func TestOperationsClient(t *testing.T) {
 	if _, err := e.c.ResumeRun(ctx, "run-c", "w2", time.Second, 0); !errors.Is(err, run.ErrLeaseHeld) {
 		t.Fatalf("resume while leased: %v", err)
 	}
+}
+
+// TestEndedRunTakesNoSideEffects: once a run is cancelled, an operation of
+// it is not started (a worker that missed the cancel would still perform
+// it) and no new approval is asked for; one already started may still be
+// settled, which records what happened.
+func TestEndedRunTakesNoSideEffects(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, envOptions{})
+		_, l := e.leasedRun(t, "run-end")
+		prep := func(id string) string {
+			res := e.do(t, "POST", "/v1/runs/run-end/operations", map[string]any{"operation_id": id, "step_id": "pay", "tool_name": "payments", "request_digest": "d"}, nil)
+			if res.status != http.StatusCreated {
+				t.Fatalf("prepare %s: %d %s", id, res.status, res.body)
+			}
+			return "/v1/operations/" + id
+		}
+		idle, inFlight := prep("op-idle"), prep("op-flight")
+		if res := e.do(t, "POST", inFlight+"/started", nil, nil); res.status != 200 {
+			t.Fatalf("start: %d %s", res.status, res.body)
+		}
+		cur, _ := e.c.GetRun(context.Background(), "run-end")
+		res := e.do(t, "POST", "/v1/runs/run-end/commit", map[string]any{"expected_revision": cur.StateRevision, "lease": l,
+			"event": map[string]any{"event_type": "cancelled"}, "state": map[string]any{}, "status": "cancelled"}, nil)
+		if res.status != 200 {
+			t.Fatalf("cancel: %d %s", res.status, res.body)
+		}
+		expectProblem(t, e.do(t, "POST", idle+"/started", nil, nil), http.StatusConflict, "run-not-active")
+		if op := decodeAs[toolop.Operation](t, e.do(t, "GET", idle, nil, nil), 200); op.Status != toolop.StatusPrepared || op.Attempts != 0 {
+			t.Fatalf("a refused start changed the operation: %+v", op)
+		}
+		if res := e.do(t, "POST", inFlight+"/succeeded", map[string]any{"result": map[string]any{"charged": 100}}, nil); res.status != 200 {
+			t.Fatalf("settling an operation in flight: %d %s", res.status, res.body)
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/runs/run-end/approvals", map[string]any{"step_id": "pay", "request_digest": "d", "ttl_ms": 60000}, nil), http.StatusConflict, "run-not-active")
+		if res := e.do(t, "GET", "/v1/runs/run-end/approvals", nil, nil); strings.Contains(string(res.body), `"pay"`) {
+			t.Fatalf("a refused approval was stored: %s", res.body)
+		}
+	})
+}
+
+// TestOperatorSettlesASuspendedRun: a run a refused resume suspended for a
+// check of its state (here its budget) is settled by an operator's lease
+// and commit, then resumed; a worker's lease, or an operator's lease
+// without the admin role, is refused.
+func TestOperatorSettlesASuspendedRun(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		const writer, admin = "writer-key-0123456789abcdef", "admin-key-0123456789abcdef"
+		tn := testenv.RandomID("op-")
+		e := serveEngine(t, openEngine(t, backend, memento.Config{}), writer+"="+tn+":writer,"+admin+"="+tn+":admin", writer)
+		hw, ha := map[string]string{"Authorization": "Bearer " + writer}, map[string]string{"Authorization": "Bearer " + admin}
+		budget := func(spent int) map[string]any {
+			return map[string]any{"_memento": map[string]any{"budget": map[string]any{"max_steps": 2},
+				"spent": map[string]any{"steps": spent, "tokens": 0, "cost_micros": 0, "wall_ms": 0}}}
+		}
+		if res := e.do(t, "POST", "/v1/runs", map[string]any{"run_id": "bu1", "workflow_name": "wf", "state": budget(0)}, hw); res.status != 201 {
+			t.Fatalf("create: %d %s", res.status, res.body)
+		}
+		lease := decodeAs[run.Lease](t, e.do(t, "POST", "/v1/runs/bu1/lease", map[string]any{"owner": "w"}, hw), 200)
+		if res := e.do(t, "POST", "/v1/runs/bu1/commit", map[string]any{"expected_revision": 1, "lease": lease,
+			"event": map[string]any{"event_type": "step", "payload": map[string]any{"spend": map[string]any{"steps": 5}}}, "state": budget(5)}, hw); res.status != 200 {
+			t.Fatalf("commit: %d %s", res.status, res.body)
+		}
+		if res := e.do(t, "DELETE", "/v1/runs/bu1/lease", map[string]any{"lease": lease}, hw); res.status/100 != 2 {
+			t.Fatalf("release: %d %s", res.status, res.body)
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/runs/bu1/resume", map[string]any{"owner": "w2", "suspend_on_refusal": true}, hw), http.StatusUnprocessableEntity, "resume-refused")
+		expectProblem(t, e.do(t, "POST", "/v1/runs/bu1/lease", map[string]any{"owner": "w3"}, hw), http.StatusConflict, "run-not-active")
+		expectProblem(t, e.do(t, "POST", "/v1/runs/bu1/lease", map[string]any{"owner": "w3", "operator": true}, hw), http.StatusForbidden, "forbidden")
+		op := decodeAs[run.Lease](t, e.do(t, "POST", "/v1/runs/bu1/lease", map[string]any{"owner": "alice", "operator": true}, ha), 200)
+		// The operator grants the budget the run needs, and hands it back.
+		grant := budget(5)
+		grant["_memento"].(map[string]any)["budget"] = map[string]any{"max_steps": 10}
+		held := decodeAs[run.Run](t, e.do(t, "GET", "/v1/runs/bu1", nil, ha), 200)
+		if held.Status != run.StatusSuspended {
+			t.Fatalf("the run under the operator's lease: %+v", held)
+		}
+		res := e.do(t, "POST", "/v1/runs/bu1/commit", map[string]any{"expected_revision": held.StateRevision, "lease": op,
+			"event": map[string]any{"event_type": "operator.budget_raised", "payload": map[string]any{"by": "alice"}}, "state": grant, "status": "running"}, ha)
+		if res.status != 200 {
+			t.Fatalf("operator commit: %d %s", res.status, res.body)
+		}
+		if res := e.do(t, "DELETE", "/v1/runs/bu1/lease", map[string]any{"lease": op}, ha); res.status/100 != 2 {
+			t.Fatalf("operator release: %d %s", res.status, res.body)
+		}
+		if res := e.do(t, "POST", "/v1/runs/bu1/resume", map[string]any{"owner": "w4"}, hw); res.status != 200 {
+			t.Fatalf("resume after the operator settled it: %d %s", res.status, res.body)
+		}
+	})
 }

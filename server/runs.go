@@ -161,6 +161,10 @@ type LeaseRequest struct {
 	Owner string `json:"owner"`
 	TTLMs int64  `json:"ttl_ms,omitempty"`
 	Epoch int64  `json:"epoch,omitempty"`
+	// Operator takes a run a refused resume suspended, to settle by a
+	// commit what the refusal names (or end the run); it needs the admin
+	// role. A worker's lease on such a run is refused.
+	Operator bool `json:"operator,omitempty"`
 }
 
 // ReleaseRequest gives back the lease exactly as it was granted.
@@ -189,6 +193,9 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if p, _ := PrincipalFrom(r.Context()); req.Operator && s.keys.Len() > 0 && p.Role < RoleAdmin {
+		return newError(problem.Forbidden, "an operator's lease needs the admin role")
+	}
 	l, err := s.runs.AcquireLease(r.Context(), tenant(r), runID(r), req.Owner, req.Epoch, ttl)
 	if err != nil {
 		return err
@@ -200,13 +207,13 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if resume.HeldForOperator(rn) {
+	if resume.HeldForOperator(rn) && !req.Operator {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 		defer cancel()
 		if err := s.runs.ReleaseLease(rctx, tenant(r), runID(r), l); err != nil && !errors.Is(err, run.ErrLeaseLost) {
 			return err
 		}
-		return newError(problem.RunNotActive, fmt.Sprintf("run %s is suspended for an operator (%s); settle what it names, then POST /v1/runs/%s/resume, which verifies before it leases", runID(r), rn.StatusReason, runID(r)))
+		return newError(problem.RunNotActive, fmt.Sprintf("run %s is suspended for an operator (%s); settle what it names, then POST /v1/runs/%s/resume, which verifies before it leases (an operator settles it in the state with a lease taken with \"operator\": true)", runID(r), rn.StatusReason, runID(r)))
 	}
 	writeJSON(w, http.StatusOK, l)
 	return nil

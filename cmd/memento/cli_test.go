@@ -155,6 +155,17 @@ func TestRunsCommands(t *testing.T) {
 	if _, _, err := execute(t, ctx, append([]string{"runs", "fork", "r-1"}, conn...)...); err == nil {
 		t.Fatal("fork without --from-revision or --checkpoint accepted")
 	}
+	// With a key, running the command again (after a timeout) is the same fork.
+	var keyed [2]run.Run
+	for i := range keyed {
+		out, _, err = execute(t, ctx, append([]string{"runs", "fork", "r-1", "--from-revision", "1", "--idempotency-key", "cli-fork-1", "--json"}, conn...)...)
+		if err != nil || json.Unmarshal([]byte(out), &keyed[i]) != nil {
+			t.Fatalf("runs fork --idempotency-key: %v\n%s", err, out)
+		}
+	}
+	if keyed[0].RunID == "" || keyed[0].RunID != keyed[1].RunID {
+		t.Fatalf("the same keyed fork twice made %s and %s", keyed[0].RunID, keyed[1].RunID)
+	}
 
 	// Errors carry the problem kind; the key comes from the environment too.
 	_, _, err = execute(t, ctx, append([]string{"runs", "show", "nope"}, conn...)...)

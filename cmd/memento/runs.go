@@ -206,7 +206,10 @@ func newRunsCheckpointsCmd(cf *clientFlags) *cobra.Command {
 }
 
 func newRunsForkCmd(cf *clientFlags) *cobra.Command {
-	var req run.ForkRequest
+	var (
+		req run.ForkRequest
+		key string
+	)
 	cmd := &cobra.Command{
 		Use:   "fork RUN_ID (--from-revision N | --checkpoint LABEL)",
 		Short: "Fork a new run from a past revision or a checkpoint",
@@ -216,7 +219,11 @@ func newRunsForkCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := c.Fork(cmd.Context(), args[0], req)
+			var opts []client.CallOption
+			if key != "" {
+				opts = append(opts, client.IdempotencyKey(key))
+			}
+			r, err := c.Fork(cmd.Context(), args[0], req, opts...)
 			if err != nil {
 				return err
 			}
@@ -230,6 +237,7 @@ func newRunsForkCmd(cf *clientFlags) *cobra.Command {
 	fl.Int64Var(&req.FromRevision, "from-revision", 0, "fork at this revision")
 	fl.StringVar(&req.Checkpoint, "checkpoint", "", "fork at this checkpoint label")
 	fl.StringVar(&req.RunID, "run-id", "", "id of the new run (default: generated)")
+	fl.StringVar(&key, "idempotency-key", "", "run again with the same key after a timeout, it answers the fork the first call made instead of making another")
 	cmd.MarkFlagsOneRequired("from-revision", "checkpoint")
 	cmd.MarkFlagsMutuallyExclusive("from-revision", "checkpoint")
 	return cmd
