@@ -168,7 +168,7 @@ var catalogue = map[string]Info{
 	PIINotFound:          {http.StatusNotFound, "Personal data reference not found"},
 
 	OperationNotFound:    {http.StatusNotFound, "Operation not found"},
-	DigestMismatch:       {http.StatusConflict, "Operation id reused with a different request digest"},
+	DigestMismatch:       {http.StatusConflict, "Operation id reused with a different request"},
 	OperationTransition:  {http.StatusConflict, "Operation status transition not allowed"},
 	ApprovalNotFound:     {http.StatusNotFound, "Approval not found"},
 	ApprovalExists:       {http.StatusConflict, "Approval id reused with a different request"},

@@ -215,6 +215,11 @@ func (s *Service) create(ctx context.Context, tenantID string, req CreateRequest
 			}
 			continue
 		}
+		if errors.Is(err, ErrIdempotencyMismatch) {
+			// Name the key, not the id generated for this attempt, which
+			// no run has.
+			return Run{}, false, fmt.Errorf("create run: Idempotency-Key %q: %w", idempotencyKey, err)
+		}
 		if err != nil {
 			return Run{}, false, fmt.Errorf("create run %s: %w", req.RunID, err)
 		}
@@ -631,7 +636,7 @@ func (s *Service) ForkKeyed(ctx context.Context, tenantID, runID string, req For
 	if len(idempotencyKey) > MaxIDLength {
 		return Run{}, false, invalid("Idempotency-Key is longer than %d bytes", MaxIDLength)
 	}
-	derived := false
+	derived, sent := false, req
 	switch {
 	case req.RunID == "" && idempotencyKey != "":
 		req.RunID = uuid.NewSHA1(forkIDSpace, []byte(tenantID+"\x00"+runID+"\x00"+idempotencyKey)).String()
@@ -652,7 +657,22 @@ func (s *Service) ForkKeyed(ctx context.Context, tenantID, runID string, req For
 		rev = cp.Revision
 	}
 	nr := NewRun{Run: Run{TenantID: tenantID, RunID: req.RunID, ParentRunID: runID, ParentRevision: rev}}
+	if idempotencyKey != "" {
+		// The key is kept with the fork: sent again with another request
+		// (another run_id, parent or point), it is a mismatch.
+		nr.IdempotencyKey, nr.RequestDigest = idempotencyKey, RequestDigest(struct {
+			Op, Parent string
+			Request    ForkRequest
+		}{"fork", runID, sent})
+	}
 	r, err := s.store.Fork(ctx, tenantID, runID, rev, nr)
+	if errors.Is(err, ErrAlreadyExists) && idempotencyKey != "" && r.RunID != "" {
+		s.schemas.see(tenantID, r.RunID, r.WorkflowName, r.StateSchemaVersion)
+		return r, false, nil // the key's fork, replayed
+	}
+	if errors.Is(err, ErrIdempotencyMismatch) {
+		return Run{}, false, fmt.Errorf("fork run %s: %w: the key made another fork", runID, err)
+	}
 	if errors.Is(err, ErrAlreadyExists) && idempotencyKey != "" {
 		prev, gerr := s.store.GetRun(ctx, tenantID, req.RunID)
 		switch {

@@ -110,7 +110,10 @@ type Store interface {
 	// and the lease cleared; its status is taken from the snapshot unless it is
 	// terminal, in which case the fork is suspended. A revision not in the
 	// source's log is ErrRevisionNotFound; a taken new run id ErrAlreadyExists.
-	// Copied events keep their created_at.
+	// Copied events keep their created_at. With a non-empty IdempotencyKey
+	// the key and RequestDigest are kept with the fork, as CreateRun keeps
+	// them: a run already holding the key is returned with ErrAlreadyExists
+	// if its digest matches, else ErrIdempotencyMismatch, and nothing is made.
 	Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr NewRun) (Run, error)
 
 	// PutSchema registers s (Digest set by the caller) for the tenant. A

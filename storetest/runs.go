@@ -43,6 +43,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) run.Store) {
 		{"EventSeqContinuity", testEventSeqContinuity},
 		{"Checkpoints", testCheckpoints},
 		{"ForkFidelity", testForkFidelity},
+		{"ForkIdempotencyKey", testForkIdempotencyKey},
 		{"CompactHistory", testCompactHistory},
 		{"RegisteredSchemas", testRegisteredSchemas},
 		{"Migrations", testMigrations},
@@ -486,6 +487,9 @@ func testIdempotency(t *testing.T, s run.Store) {
 	other.State = json.RawMessage(`{"order":"o-2"}`)
 	_, _, err = f.svc.Create(ctx, f.tenant, other, "key-1")
 	wantErr(t, err, run.ErrIdempotencyMismatch, "same key, different request")
+	if !strings.Contains(err.Error(), `"key-1"`) || strings.Count(err.Error(), "-") > 2 {
+		t.Fatalf("the mismatch should name the key, not an id generated for the attempt: %v", err)
+	}
 
 	withID := req
 	withID.RunID = r1.RunID
@@ -1269,6 +1273,54 @@ func testCheckpoints(t *testing.T, s run.Store) {
 	cps, err = s.ListCheckpoints(ctx, f.tenant, r2.RunID, 0, "", 0)
 	if err != nil || !reflect.DeepEqual(cpKeys(cps), []string{"first@1"}) {
 		t.Fatalf("other run's checkpoints %v (err %v)", cpKeys(cps), err)
+	}
+}
+
+// testForkIdempotencyKey: a fork's Idempotency-Key is kept with it, so the
+// same request again answers the fork, and the key sent with another
+// request (another run_id, point or parent) is a mismatch that makes nothing.
+func testForkIdempotencyKey(t *testing.T, s run.Store) {
+	f := newFx(t, s)
+	ctx := t.Context()
+	mk := func() run.Run {
+		r, _, err := f.svc.Create(ctx, f.tenant, run.CreateRequest{RunID: newID("src"), WorkflowName: "wf", State: json.RawMessage(`{"n":1}`)}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := f.lease(r.RunID, "w", longTTL)
+		f.commit(r, l, "a", `{"n":2}`, "")
+		return r
+	}
+	src, other := mk(), mk()
+	a, b := newID("fa"), newID("fb")
+	first, created, err := f.svc.ForkKeyed(ctx, f.tenant, src.RunID, run.ForkRequest{FromRevision: 1, RunID: a}, "fk-1")
+	if err != nil || !created || first.RunID != a {
+		t.Fatalf("fork: %+v %v %v", first, created, err)
+	}
+	again, created, err := f.svc.ForkKeyed(ctx, f.tenant, src.RunID, run.ForkRequest{FromRevision: 1, RunID: a}, "fk-1")
+	if err != nil || created || again.RunID != a {
+		t.Fatalf("the same fork again: %+v %v %v", again, created, err)
+	}
+	for name, c := range map[string]struct {
+		parent string
+		req    run.ForkRequest
+	}{
+		"another run_id":  {src.RunID, run.ForkRequest{FromRevision: 1, RunID: b}},
+		"another point":   {src.RunID, run.ForkRequest{FromRevision: 2, RunID: a}},
+		"another parent":  {other.RunID, run.ForkRequest{FromRevision: 1, RunID: b}},
+		"no run_id given": {src.RunID, run.ForkRequest{FromRevision: 1}},
+	} {
+		_, _, err := f.svc.ForkKeyed(ctx, f.tenant, c.parent, c.req, "fk-1")
+		wantErr(t, err, run.ErrIdempotencyMismatch, "the key with "+name)
+	}
+	if _, err := f.svc.Get(ctx, f.tenant, b); !errors.Is(err, run.ErrNotFound) {
+		t.Fatalf("a mismatched key made run %s: %v", b, err)
+	}
+	// Without a run_id, the key names the fork; a retry is the same fork.
+	k1, created1, err1 := f.svc.ForkKeyed(ctx, f.tenant, src.RunID, run.ForkRequest{FromRevision: 2}, "fk-2")
+	k2, created2, err2 := f.svc.ForkKeyed(ctx, f.tenant, src.RunID, run.ForkRequest{FromRevision: 2}, "fk-2")
+	if err1 != nil || err2 != nil || !created1 || created2 || k1.RunID != k2.RunID {
+		t.Fatalf("keyed forks without run_id: %+v %v %v / %+v %v %v", k1, created1, err1, k2, created2, err2)
 	}
 }
 

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/mementohq/memento/run"
@@ -35,6 +36,9 @@ func testRegisteredSchemas(t *testing.T, s run.Store) {
 	}
 	_, _, err = f.svc.PutSchema(ctx, f.tenant, "pay", 1, json.RawMessage(`{"type":"object"}`))
 	wantErr(t, err, run.ErrSchemaConflict, "register another schema for a registered version")
+	if n := strings.Count(err.Error(), "pay v1"); n != 1 || strings.Count(err.Error(), "register schema") != 1 {
+		t.Fatalf("the conflict names its schema %d times: %v", n, err)
+	}
 	_, _, err = f.svc.PutSchema(ctx, f.tenant, "pay", 2, json.RawMessage(`{"type":12}`))
 	wantErr(t, err, run.ErrInvalidSchema, "register an invalid schema")
 	_, err = f.svc.GetSchema(ctx, f.tenant, "pay", 2)

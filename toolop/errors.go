@@ -5,7 +5,7 @@ import "errors"
 // Sentinel errors callers branch on. The Service and stores wrap them with context.
 var (
 	ErrNotFound          = errors.New("operation not found")
-	ErrDigestMismatch    = errors.New("operation id reused with a different request digest")
+	ErrDigestMismatch    = errors.New("operation id reused with a different request (run, step, tool or digest)")
 	ErrInvalidTransition = errors.New("operation status transition not allowed")
 	ErrInvalidInput      = errors.New("invalid input")
 	ErrNotAuthoritative  = errors.New("no authoritative answer about the operation")

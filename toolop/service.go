@@ -84,6 +84,15 @@ func (s *Service) Tool(name string) (Tool, bool) {
 	return t, ok
 }
 
+// validID is run.ValidID as this package's ErrInvalidInput, worded once
+// ("invalid input: step_id is required", not the prefix twice).
+func validID(kind, id string) error {
+	if err := run.ValidID(kind, id); err != nil {
+		return fmt.Errorf("%w%s", ErrInvalidInput, strings.TrimPrefix(err.Error(), run.ErrInvalidInput.Error()))
+	}
+	return nil
+}
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
 }
@@ -102,8 +111,8 @@ type PrepareRequest struct {
 // ErrDigestMismatch: the same id must always mean the same request.
 func (s *Service) Prepare(ctx context.Context, tenantID string, req PrepareRequest) (Operation, bool, error) {
 	for _, f := range []struct{ name, v string }{{"operation_id", req.OperationID}, {"run_id", req.RunID}, {"step_id", req.StepID}, {"tool_name", req.ToolName}} {
-		if err := run.ValidID(f.name, f.v); err != nil {
-			return Operation{}, false, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+		if err := validID(f.name, f.v); err != nil {
+			return Operation{}, false, err
 		}
 	}
 	if req.RequestDigest == "" || len(req.RequestDigest) > run.MaxIDLength {
@@ -371,11 +380,11 @@ const MaxApprovalTTL = 30 * 24 * time.Hour
 
 // RequestApproval creates a pending approval, once per id.
 func (s *Service) RequestApproval(ctx context.Context, tenantID string, req ApprovalRequest) (Approval, bool, error) {
-	if err := run.ValidID("run_id", req.RunID); err != nil {
-		return Approval{}, false, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+	if err := validID("run_id", req.RunID); err != nil {
+		return Approval{}, false, err
 	}
-	if err := run.ValidID("step_id", req.StepID); err != nil {
-		return Approval{}, false, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+	if err := validID("step_id", req.StepID); err != nil {
+		return Approval{}, false, err
 	}
 	if req.RequestDigest == "" || len(req.RequestDigest) > run.MaxIDLength {
 		return Approval{}, false, invalid("request_digest is required and at most %d bytes", run.MaxIDLength)
@@ -409,8 +418,8 @@ func (s *Service) RequestApproval(ctx context.Context, tenantID string, req Appr
 			}
 		}
 		req.ApprovalID = ApprovalID(req.RunID, req.StepID, req.RequestDigest, n)
-	} else if err := run.ValidID("approval_id", req.ApprovalID); err != nil {
-		return Approval{}, false, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+	} else if err := validID("approval_id", req.ApprovalID); err != nil {
+		return Approval{}, false, err
 	}
 	now := s.Now()
 	a := Approval{

@@ -3,9 +3,11 @@ package toolop_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/mementohq/memento/store/memstore"
 	"github.com/mementohq/memento/toolop"
 )
 
@@ -83,5 +85,19 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 	if got := (toolop.Operation{OperationID: id}).IdempotencyKey(); got != id {
 		t.Fatalf("an operation without a stored key: %s, want its id", got)
+	}
+}
+
+// TestInvalidIDsWordedOnce: a bad id is ErrInvalidInput, and its detail
+// says so once ("invalid input: step_id is required").
+func TestInvalidIDsWordedOnce(t *testing.T) {
+	svc := toolop.NewService(memstore.New(), nil)
+	ctx := t.Context()
+	_, _, err1 := svc.Prepare(ctx, "t1", toolop.PrepareRequest{OperationID: "o", RunID: "r", ToolName: "t", RequestDigest: "d"})
+	_, _, err2 := svc.RequestApproval(ctx, "t1", toolop.ApprovalRequest{RunID: "r", RequestDigest: "d", TTL: time.Minute})
+	for _, err := range []error{err1, err2} {
+		if !errors.Is(err, toolop.ErrInvalidInput) || strings.Count(err.Error(), "invalid input") != 1 || !strings.Contains(err.Error(), "step_id is required") {
+			t.Errorf("empty step_id: %v", err)
+		}
 	}
 }

@@ -460,6 +460,15 @@ func (s *Store) Fork(ctx context.Context, tenantID, sourceRunID string, revision
 		return run.Run{}, fmt.Errorf("%w: %d, run is at %d", run.ErrRevisionNotFound, revision, src.run.StateRevision)
 	}
 	snap := src.events[revision-1]
+	if nr.IdempotencyKey != "" {
+		if id, ok := s.idem[key{tenantID, nr.IdempotencyKey}]; ok {
+			rr := s.runs[key{tenantID, id}]
+			if rr.digest != nr.RequestDigest {
+				return run.Run{}, run.ErrIdempotencyMismatch
+			}
+			return cloneRun(rr.run), fmt.Errorf("%w: %s (idempotency key replayed)", run.ErrAlreadyExists, id)
+		}
+	}
 	k := key{tenantID, nr.Run.RunID}
 	if _, ok := s.runs[k]; ok {
 		return run.Run{}, fmt.Errorf("%w: %s", run.ErrAlreadyExists, nr.Run.RunID)
@@ -490,7 +499,11 @@ func (s *Store) Fork(ctx context.Context, tenantID, sourceRunID string, revision
 			rr.run.Spent = run.AddSpend(rr.run.Spent, run.SpendOf(rr.events[i].Payload))
 		}
 	}
+	rr.idemKey, rr.digest = nr.IdempotencyKey, nr.RequestDigest
 	s.runs[k] = rr
+	if nr.IdempotencyKey != "" {
+		s.idem[key{tenantID, nr.IdempotencyKey}] = r.RunID
+	}
 	if status == run.StatusSuspended {
 		s.wake(tenantID, r.RunID, 0, true)
 	}

@@ -24,7 +24,7 @@ func (s *Store) PutSchema(ctx context.Context, tenantID string, sc run.Schema) (
 	k := schemaKey{tenantID, sc.WorkflowName, sc.Version}
 	if prev, ok := s.schemas[k]; ok {
 		if prev.Digest != sc.Digest {
-			return run.Schema{}, false, fmt.Errorf("%s v%d is registered with digest %s: %w", sc.WorkflowName, sc.Version, prev.Digest, run.ErrSchemaConflict)
+			return run.Schema{}, false, fmt.Errorf("registered already with digest %s: %w", prev.Digest, run.ErrSchemaConflict)
 		}
 		return cloneSchema(prev), false, nil
 	}

@@ -212,7 +212,7 @@ func (db *DB) CreateRun(ctx context.Context, nr run.NewRun) (run.Run, bool, erro
 			case err == nil && digest == nr.RequestDigest:
 				return prev, false, nil
 			case err == nil:
-				return run.Run{}, false, fmt.Errorf("idempotency key %q: %w", nr.IdempotencyKey, run.ErrIdempotencyMismatch)
+				return run.Run{}, false, run.ErrIdempotencyMismatch
 			case !errors.Is(err, pgx.ErrNoRows):
 				return run.Run{}, false, fmt.Errorf("read run of idempotency key: %w", err)
 			}
@@ -1036,6 +1036,20 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}()
+	if nr.IdempotencyKey != "" {
+		var digest string
+		prev, err := scanRun(tx.QueryRow(ctx,
+			`SELECT `+runCols+`, request_digest FROM runs WHERE tenant_id = $1 AND idempotency_key = $2`,
+			tenantID, nr.IdempotencyKey), &digest)
+		switch {
+		case err == nil && digest == nr.RequestDigest:
+			return prev, fmt.Errorf("%w: %s (idempotency key replayed)", run.ErrAlreadyExists, prev.RunID)
+		case err == nil:
+			return run.Run{}, run.ErrIdempotencyMismatch
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fail(err)
+		}
+	}
 	snap, ok, err := getEvent(ctx, tx, tenantID, sourceRunID, revision)
 	if err != nil {
 		return fail(err)

@@ -30,7 +30,7 @@ func (db *DB) PutSchema(ctx context.Context, tenantID string, s run.Schema) (run
 		return run.Schema{}, false, err
 	}
 	if prev.Digest != s.Digest {
-		return run.Schema{}, false, fmt.Errorf("%s v%d is registered with digest %s: %w", s.WorkflowName, s.Version, prev.Digest, run.ErrSchemaConflict)
+		return run.Schema{}, false, fmt.Errorf("registered already with digest %s: %w", prev.Digest, run.ErrSchemaConflict)
 	}
 	return prev, false, nil
 }

@@ -634,7 +634,23 @@ func (db *DB) GetCheckpoint(ctx context.Context, tenantID, runID, label string) 
 // Fork copies a run as it was at revision into a new run; see run.Store.
 func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision int64, nr run.NewRun) (run.Run, error) {
 	var out run.Run
+	replayed := false
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		if nr.IdempotencyKey != "" {
+			var id, digest string
+			err := tx.QueryRowContext(ctx, `SELECT run_id, request_digest FROM runs WHERE tenant_id = ? AND idempotency_key = ?`,
+				tenantID, nr.IdempotencyKey).Scan(&id, &digest)
+			switch {
+			case err == nil && digest != nr.RequestDigest:
+				return run.ErrIdempotencyMismatch
+			case err == nil:
+				replayed = true
+				out, err = getRun(ctx, tx, tenantID, id)
+				return err
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
 		src, err := getRunCols(ctx, tx, runColumnsNoState, tenantID, sourceRunID)
 		if err != nil {
 			return err
@@ -670,7 +686,7 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 				return err
 			}
 		}
-		if err := insertRun(ctx, tx, r, "", ""); err != nil {
+		if err := insertRun(ctx, tx, r, nr.IdempotencyKey, nr.RequestDigest); err != nil {
 			return err
 		}
 		// The compact rows are copied as stored: deltas stay deltas, chains stay valid.
@@ -687,6 +703,9 @@ func (db *DB) Fork(ctx context.Context, tenantID, sourceRunID string, revision i
 	})
 	if err != nil {
 		return run.Run{}, err
+	}
+	if replayed {
+		return out, fmt.Errorf("%w: %s (idempotency key replayed)", run.ErrAlreadyExists, out.RunID)
 	}
 	return out, nil
 }

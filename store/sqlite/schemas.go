@@ -20,7 +20,7 @@ func (db *DB) PutSchema(ctx context.Context, tenantID string, s run.Schema) (run
 		prev, err := getSchema(ctx, tx, tenantID, s.WorkflowName, s.Version)
 		if err == nil {
 			if prev.Digest != s.Digest {
-				return fmt.Errorf("%s v%d is registered with digest %s: %w", s.WorkflowName, s.Version, prev.Digest, run.ErrSchemaConflict)
+				return fmt.Errorf("registered already with digest %s: %w", prev.Digest, run.ErrSchemaConflict)
 			}
 			out = prev
 			return nil
@@ -38,7 +38,7 @@ func (db *DB) PutSchema(ctx context.Context, tenantID string, s run.Schema) (run
 		return nil
 	})
 	if err != nil {
-		return run.Schema{}, false, fmt.Errorf("register schema: %w", err)
+		return run.Schema{}, false, err // the service names the schema
 	}
 	return out, created, nil
 }
