@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -286,6 +287,15 @@ func testTransitions(t *testing.T, st toolop.Store) {
 	}
 	if _, err := svc.Succeed(ctx, tn, op.OperationID, toolop.Outcome{ExternalRef: "rf_1"}); err != nil {
 		t.Fatalf("repeating the same success should be harmless: %v", err)
+	}
+	if _, err := svc.Succeed(ctx, tn, op.OperationID, toolop.Outcome{ExternalRef: "rf_1", Result: json.RawMessage(` {"amount":1250, "refund_id":"rf_1"}`)}); err != nil {
+		t.Fatalf("repeating the same result, spaced and ordered otherwise: %v", err)
+	}
+	if _, err := svc.Succeed(ctx, tn, op.OperationID, toolop.Outcome{ExternalRef: "rf_1", Result: json.RawMessage(`{"refund_id":"rf_1","amount":9999}`)}); !errors.Is(err, toolop.ErrInvalidTransition) {
+		t.Fatalf("success again with another result: %v, want ErrInvalidTransition (it kept the first silently)", err)
+	}
+	if got, err := svc.Get(ctx, tn, op.OperationID); err != nil || !strings.Contains(string(got.Result), "1250") {
+		t.Fatalf("the result after a refused repeat: %s %v", got.Result, err)
 	}
 	if _, err := svc.Succeed(ctx, tn, op.OperationID, toolop.Outcome{ExternalRef: "rf_2"}); !errors.Is(err, toolop.ErrInvalidTransition) {
 		t.Fatalf("success with another ref: %v, want ErrInvalidTransition", err)

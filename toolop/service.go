@@ -1,10 +1,12 @@
 package toolop
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -223,10 +225,37 @@ func (s *Service) Succeed(ctx context.Context, tenantID, operationID string, o O
 	op, err := s.transition(ctx, tenantID, operationID, Transition{To: StatusSucceeded, ExternalRef: o.ExternalRef, Result: o.Result, Resolution: o.Resolution})
 	if errors.Is(err, ErrInvalidTransition) {
 		if cur, gerr := s.store.GetOperation(ctx, tenantID, operationID); gerr == nil && cur.Status == StatusSucceeded && cur.ExternalRef == o.ExternalRef {
+			if !sameResult(cur.Result, o.Result) {
+				return Operation{}, fmt.Errorf("mark operation %s succeeded: %w: it succeeded with another result", operationID, ErrInvalidTransition)
+			}
 			return cur, nil
 		}
 	}
 	return op, err
+}
+
+// sameResult reports whether a repeat's result b agrees with the stored a:
+// absent, or the same JSON (spacing and member order aside). A retried call
+// sends the same one; another one is another outcome.
+func sameResult(a, b json.RawMessage) bool {
+	a, b = bytes.TrimSpace(a), bytes.TrimSpace(b)
+	if string(a) == "null" {
+		a = nil
+	}
+	if string(b) == "null" {
+		b = nil
+	}
+	if len(b) == 0 {
+		return true
+	}
+	if len(a) == 0 {
+		return false
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // Fail records a definitive refusal by the external system. Only call it when
@@ -238,6 +267,9 @@ func (s *Service) Fail(ctx context.Context, tenantID, operationID string, o Outc
 	op, err := s.transition(ctx, tenantID, operationID, Transition{To: StatusFailed, ExternalRef: o.ExternalRef, Result: o.Result, Error: o.Error, Resolution: o.Resolution})
 	if errors.Is(err, ErrInvalidTransition) {
 		if cur, gerr := s.store.GetOperation(ctx, tenantID, operationID); gerr == nil && cur.Status == StatusFailed {
+			if (o.ExternalRef != "" && cur.ExternalRef != o.ExternalRef) || (o.Error != "" && cur.Error != o.Error) || !sameResult(cur.Result, o.Result) {
+				return Operation{}, fmt.Errorf("mark operation %s failed: %w: it failed with another error or result", operationID, ErrInvalidTransition)
+			}
 			return cur, nil
 		}
 	}
