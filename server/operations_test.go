@@ -354,13 +354,17 @@ func TestOperatorSettlesASuspendedRun(t *testing.T) {
 			t.Fatalf("the run under the operator's lease: %+v", held)
 		}
 		res := e.do(t, "POST", "/v1/runs/bu1/commit", map[string]any{"expected_revision": held.StateRevision, "lease": op,
-			"event": map[string]any{"event_type": "operator.budget_raised", "payload": map[string]any{"by": "alice"}}, "state": grant, "status": "running"}, ha)
+			"event": map[string]any{"event_type": "operator.budget_raised", "payload": map[string]any{"by": "alice"}}, "state": grant}, ha)
 		if res.status != 200 {
 			t.Fatalf("operator commit: %d %s", res.status, res.body)
 		}
 		if res := e.do(t, "DELETE", "/v1/runs/bu1/lease", map[string]any{"lease": op}, ha); res.status/100 != 2 {
 			t.Fatalf("operator release: %d %s", res.status, res.body)
 		}
+		// The operator's commit left the run suspended: it stays held, and
+		// only a resume that passes its checks hands it to a worker.
+		expectProblem(t, e.do(t, "POST", "/v1/runs/bu1/lease", map[string]any{"owner": "w3"}, hw), http.StatusConflict, "run-not-active")
+		expectProblem(t, e.do(t, "POST", "/v1/runs/bu1/lease", map[string]any{"owner": "alice"}, hw), http.StatusConflict, "run-not-active")
 		if res := e.do(t, "POST", "/v1/runs/bu1/resume", map[string]any{"owner": "w4"}, hw); res.status != 200 {
 			t.Fatalf("resume after the operator settled it: %d %s", res.status, res.body)
 		}

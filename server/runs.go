@@ -184,6 +184,9 @@ func leaseTTL(ms int64) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
+// operatorOwner prefixes the owner of an operator's lease.
+const operatorOwner = "operator:"
+
 func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	var req LeaseRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
@@ -195,6 +198,10 @@ func (s *Server) acquireLease(w http.ResponseWriter, r *http.Request) error {
 	}
 	if p, _ := PrincipalFrom(r.Context()); req.Operator && s.keys.Len() > 0 && p.Role < RoleAdmin {
 		return newError(problem.Forbidden, "an operator's lease needs the admin role")
+	}
+	if req.Operator && !strings.HasPrefix(req.Owner, operatorOwner) {
+		// Marked, so that its commits keep the run held (commit).
+		req.Owner = operatorOwner + req.Owner
 	}
 	l, err := s.runs.AcquireLease(r.Context(), tenant(r), runID(r), req.Owner, req.Epoch, ttl)
 	if err != nil {
@@ -257,6 +264,13 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 		}
 		ifMatch = req.ExpectedRevision == 0 && strings.TrimSpace(im) != "*"
 		req.ExpectedRevision = rev
+	}
+	if strings.HasPrefix(req.Lease.Owner, operatorOwner) && (req.Status == "" || req.Status == run.StatusSuspended) && req.StatusReason == "" {
+		// An operator's commit that leaves the run suspended keeps it held:
+		// only a resume that passes its checks lets workers take it again.
+		if cur, err := s.runs.Get(r.Context(), tenant(r), runID(r)); err == nil && resume.HeldForOperator(cur) {
+			req.StatusReason = cur.StatusReason
+		}
 	}
 	rn, ev, err := s.runs.Commit(r.Context(), tenant(r), runID(r), req)
 	if err != nil {
