@@ -666,12 +666,17 @@ func (s *Service) ForkKeyed(ctx context.Context, tenantID, runID string, req For
 		}{"fork", runID, sent})
 	}
 	r, err := s.store.Fork(ctx, tenantID, runID, rev, nr)
+	if errors.Is(err, ErrAlreadyExists) && idempotencyKey != "" && r.RunID == "" {
+		// Lost a race to a fork under the same key, which was not there to
+		// be seen when this one looked: look again, now that it is.
+		r, err = s.store.Fork(ctx, tenantID, runID, rev, nr)
+	}
 	if errors.Is(err, ErrAlreadyExists) && idempotencyKey != "" && r.RunID != "" {
 		s.schemas.see(tenantID, r.RunID, r.WorkflowName, r.StateSchemaVersion)
 		return r, false, nil // the key's fork, replayed
 	}
 	if errors.Is(err, ErrIdempotencyMismatch) {
-		return Run{}, false, fmt.Errorf("fork run %s: %w: the key made another fork", runID, err)
+		return Run{}, false, fmt.Errorf("fork run %s: Idempotency-Key %q: %w", runID, idempotencyKey, err)
 	}
 	if errors.Is(err, ErrAlreadyExists) && idempotencyKey != "" {
 		prev, gerr := s.store.GetRun(ctx, tenantID, req.RunID)

@@ -1316,6 +1316,31 @@ func testForkIdempotencyKey(t *testing.T, s run.Store) {
 	if _, err := f.svc.Get(ctx, f.tenant, b); !errors.Is(err, run.ErrNotFound) {
 		t.Fatalf("a mismatched key made run %s: %v", b, err)
 	}
+	// Racing under one key with different run ids: one fork, every other
+	// caller a mismatch (none a conflict naming a run that does not exist).
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	made := make([]bool, 16)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, made[i], errs[i] = f.svc.ForkKeyed(ctx, f.tenant, src.RunID, run.ForkRequest{FromRevision: 1, RunID: fmt.Sprintf("%s-race-%d", a, i)}, "fk-race")
+		}()
+	}
+	wg.Wait()
+	winners := 0
+	for i, err := range errs {
+		switch {
+		case err == nil && made[i]:
+			winners++
+		case !errors.Is(err, run.ErrIdempotencyMismatch):
+			t.Fatalf("racing fork %d: %v, want ErrIdempotencyMismatch", i, err)
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d racing forks under one key were made, want 1", winners)
+	}
 	// Without a run_id, the key names the fork; a retry is the same fork.
 	k1, created1, err1 := f.svc.ForkKeyed(ctx, f.tenant, src.RunID, run.ForkRequest{FromRevision: 2}, "fk-2")
 	k2, created2, err2 := f.svc.ForkKeyed(ctx, f.tenant, src.RunID, run.ForkRequest{FromRevision: 2}, "fk-2")
