@@ -80,6 +80,8 @@ func TestBadInputs(t *testing.T) {
 			{"list negative limit", "GET", "/v1/runs?limit=-1", "", nil, 400, "invalid-request"},
 			{"list huge limit", "GET", "/v1/runs?limit=99999999999999999999", "", nil, 400, "invalid-request"},
 			{"list limit over max", "GET", "/v1/runs?limit=5000", "", nil, 422, "invalid-request"},
+			{"operations limit over max", "GET", "/v1/runs/bad/operations?limit=100000", "", nil, 422, "invalid-request"},
+			{"approvals limit over max", "GET", "/v1/runs/bad/approvals?limit=1001", "", nil, 422, "invalid-request"},
 			{"list bad cursor", "GET", "/v1/runs?cursor=%%%", "", nil, 400, "invalid-request"},
 			{"list garbage cursor", "GET", "/v1/runs?cursor=bm90IGpzb24", "", nil, 422, "invalid-request"},
 			{"events bad after", "GET", "/v1/runs/bad/events?after=x", "", nil, 400, "invalid-request"},

@@ -152,7 +152,7 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ops, next, err := s.ops.ListPage(r.Context(), tenant(r), runID(r), q.Get("cursor"), int(min(limit, toolop.MaxListLimit)))
+	ops, next, err := s.ops.ListPage(r.Context(), tenant(r), runID(r), q.Get("cursor"), int(min(limit, toolop.MaxListLimit+1)))
 	if err != nil {
 		return err
 	}
@@ -301,7 +301,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	as, next, err := s.ops.ListApprovalsPage(r.Context(), tenant(r), runID(r), q.Get("cursor"), int(min(limit, toolop.MaxListLimit)))
+	as, next, err := s.ops.ListApprovalsPage(r.Context(), tenant(r), runID(r), q.Get("cursor"), int(min(limit, toolop.MaxListLimit+1)))
 	if err != nil {
 		return err
 	}

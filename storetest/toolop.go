@@ -92,6 +92,9 @@ func testToolopPages(t *testing.T, st toolop.Store) {
 	if fmt.Sprint(gotAps) != fmt.Sprint(wantAps) {
 		t.Fatalf("paged approvals %v, want %v", gotAps, wantAps)
 	}
+	if _, _, err := svc.ListPage(ctx, tn, "run-p", "", toolop.MaxListLimit+1); !errors.Is(err, toolop.ErrInvalidInput) {
+		t.Fatalf("a limit over the maximum: %v, want ErrInvalidInput (it was cut silently)", err)
+	}
 	if _, _, err := svc.ListPage(ctx, tn, "run-p", "bogus", 2); !errors.Is(err, toolop.ErrInvalidInput) {
 		t.Fatalf("malformed cursor: %v, want ErrInvalidInput", err)
 	}

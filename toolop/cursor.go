@@ -36,7 +36,8 @@ func page(kind, cursor string, limit int) (Page, int, error) {
 	case limit == 0:
 		limit = DefaultListLimit
 	case limit > MaxListLimit:
-		limit = MaxListLimit
+		// Refused as every other list refuses it, not cut silently.
+		return Page{}, 0, invalid("limit must be at most %d", MaxListLimit)
 	}
 	p := Page{Limit: limit + 1}
 	if cursor != "" {
