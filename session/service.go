@@ -461,7 +461,7 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 		if !utf8.ValidString(m.Content) {
 			return AppendResult{}, invalid("message %d: content is not valid UTF-8", i)
 		}
-		if m.Content == "" && (len(bytes.TrimSpace(m.Metadata)) == 0 || string(bytes.TrimSpace(m.Metadata)) == "null") {
+		if m.Content == "" && emptyMetadata(m.Metadata) {
 			// Nothing to remember: most likely a misspelt field ("text").
 			return AppendResult{}, invalid("message %d: content is required (or metadata, for a message such as a tool call without text)", i)
 		}
@@ -566,6 +566,16 @@ func (s *Service) MessagePage(ctx context.Context, tenantID, sessionID, userID s
 		next = messagesCursor(ms[0].Seq)
 	}
 	return ms, next, nil
+}
+
+// emptyMetadata reports metadata that holds nothing: absent, null or {}.
+func emptyMetadata(m json.RawMessage) bool {
+	t := bytes.TrimSpace(m)
+	if len(t) == 0 || string(t) == "null" {
+		return true
+	}
+	var o map[string]json.RawMessage
+	return json.Unmarshal(t, &o) == nil && len(o) == 0
 }
 
 // SetSummary fills the summary slot. Text and Data are redacted like state.

@@ -705,7 +705,7 @@ func testSessionLimits(t *testing.T, s session.Store) {
 	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "", Content: "x"}}); !errors.Is(err, session.ErrInvalidInput) {
 		t.Fatalf("message without a role: %v, want ErrInvalidInput", err)
 	}
-	for _, meta := range []string{"", "null"} {
+	for _, meta := range []string{"", "null", "{}", " { } "} {
 		if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "user", Metadata: json.RawMessage(meta)}}); !errors.Is(err, session.ErrInvalidInput) {
 			t.Fatalf("message with neither content nor metadata (%q): %v, want ErrInvalidInput", meta, err)
 		}
