@@ -19,6 +19,7 @@ import (
 	"github.com/mementohq/memento/problem"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/server"
+	"github.com/mementohq/memento/session"
 )
 
 // newServer serves a real engine on embedded SQLite under a path prefix,
@@ -265,5 +266,22 @@ func TestNonASCIIRunID(t *testing.T) {
 	}
 	if _, err := c.Commit(ctx, id, run.CommitRequest{ExpectedRevision: 1, Lease: l, Event: run.EventInput{EventType: "step"}, State: json.RawMessage(`{}`)}); err != nil {
 		t.Fatalf("commit %q: %v", id, err)
+	}
+}
+
+// TestDomainErrorsWordedOnce: an error the client maps to a domain sentinel
+// matches it (errors.Is) and reads as the server's problem alone, without
+// the sentinel's words appended again ("... (invalid input)").
+func TestDomainErrorsWordedOnce(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = w.Write([]byte(`{"type":"` + problem.TypeBase + problem.InvalidRequest + `","title":"Invalid request","status":422,"detail":"invalid input: ttl is out of range"}`))
+	}))
+	defer hs.Close()
+	c, _ := client.New(hs.URL)
+	_, err := c.GetSession(context.Background(), "s1", "u1")
+	if !errors.Is(err, session.ErrInvalidInput) || strings.Count(err.Error(), "invalid input") != 1 {
+		t.Fatalf("%v", err)
 	}
 }

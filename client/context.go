@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/mementohq/memento/contextbuild"
@@ -50,11 +49,11 @@ func contextErr(err error) error {
 	}
 	switch {
 	case e.Kind() == problem.SessionNotFound:
-		return fmt.Errorf("%w (%w)", err, session.ErrNotFound)
+		return alsoIs(err, session.ErrNotFound)
 	case e.Kind() == problem.ContextBudgetTooSmall:
-		return fmt.Errorf("%w (%w)", err, contextbuild.ErrBudgetTooSmall)
+		return alsoIs(err, contextbuild.ErrBudgetTooSmall)
 	case e.Kind() == problem.InvalidRequest && e.Status == http.StatusUnprocessableEntity:
-		return fmt.Errorf("%w (%w)", err, contextbuild.ErrInvalidInput)
+		return alsoIs(err, contextbuild.ErrInvalidInput)
 	}
 	return err
 }

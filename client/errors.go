@@ -206,3 +206,13 @@ func decodeProblem(method, path string, resp *http.Response, raw []byte) error {
 	}
 	return e
 }
+
+// alsoIs returns err so that errors.Is and errors.As also find domain, the
+// domain package's sentinel, with err's text alone (a "(invalid input)"
+// after a detail that already says so read twice).
+func alsoIs(err, domain error) error { return alsoErr{err, domain} }
+
+type alsoErr struct{ err, domain error }
+
+func (a alsoErr) Error() string   { return a.err.Error() }
+func (a alsoErr) Unwrap() []error { return []error{a.err, a.domain} }

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -37,14 +36,14 @@ func memoryErr(err error) error {
 	s, ok := memorySentinels[e.Kind()]
 	if !ok {
 		if e.Kind() == problem.InvalidRequest && e.Status == http.StatusUnprocessableEntity {
-			return fmt.Errorf("%w (%w)", err, memory.ErrInvalidInput)
+			return alsoIs(err, memory.ErrInvalidInput)
 		}
 		return err
 	}
 	if e.Outcome == string(memory.OutcomeRefused) {
-		return fmt.Errorf("%w (%w)", err, &memory.Refusal{Reason: e.Reason, Err: s})
+		return alsoIs(err, &memory.Refusal{Reason: e.Reason, Err: s})
 	}
-	return fmt.Errorf("%w (%w)", err, s)
+	return alsoIs(err, s)
 }
 
 func memoryPath(id string, rest ...string) string { return itemPath("memories", id, rest...) }

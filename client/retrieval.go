@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -22,12 +21,12 @@ func retrievalErr(err error) error {
 	}
 	switch e.Kind() {
 	case problem.DocumentNotFound, problem.RetrievalSnapshotNotFound:
-		return fmt.Errorf("%w (%w)", err, retrieval.ErrNotFound)
+		return alsoIs(err, retrieval.ErrNotFound)
 	case problem.DocumentConflict:
-		return fmt.Errorf("%w (%w)", err, retrieval.ErrConflict)
+		return alsoIs(err, retrieval.ErrConflict)
 	case problem.InvalidRequest:
 		if e.Status == http.StatusUnprocessableEntity {
-			return fmt.Errorf("%w (%w)", err, retrieval.ErrInvalidInput)
+			return alsoIs(err, retrieval.ErrInvalidInput)
 		}
 	}
 	return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -34,10 +33,10 @@ func sessionErr(err error) error {
 		return err
 	}
 	if s, ok := sessionSentinels[e.Kind()]; ok {
-		return fmt.Errorf("%w (%w)", err, s)
+		return alsoIs(err, s)
 	}
 	if e.Kind() == problem.InvalidRequest && e.Status == http.StatusUnprocessableEntity {
-		return fmt.Errorf("%w (%w)", err, session.ErrInvalidInput)
+		return alsoIs(err, session.ErrInvalidInput)
 	}
 	return err
 }
