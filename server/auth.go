@@ -201,6 +201,10 @@ func (s *Server) authenticate(r *http.Request, need Role) (Principal, error) {
 		// No keys: loopback only (enforced at listen), one tenant, full rights.
 		return Principal{Tenant: DefaultTenant, Role: RoleAdmin}, nil
 	}
+	if vs := r.Header.Values("Authorization"); len(vs) > 1 {
+		// Which of two keys acts? Neither: the first one silently won.
+		return Principal{}, newError(problem.Unauthorized, "Authorization is given more than once; send one key")
+	}
 	h := r.Header.Get("Authorization")
 	scheme, key, ok := strings.Cut(h, " ")
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {

@@ -57,6 +57,18 @@ func TestAuth(t *testing.T) {
 				t.Fatalf("%s: body leaks the run", name)
 			}
 		}
+		// Two keys in one request: neither acts (the first one did).
+		req, _ := http.NewRequest("GET", e.http.URL+"/v1/runs/shared-id", nil)
+		req.Header.Add("Authorization", "Bearer "+keyB)
+		req.Header.Add("Authorization", "Bearer "+keyA)
+		resp, err := e.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("two Authorization headers: %d, want 401", resp.StatusCode)
+		}
 
 		// Tenant B cannot see, list, lease, commit to or fork tenant A's run.
 		cb, _ := client.New(e.http.URL, client.WithAPIKey(keyB))

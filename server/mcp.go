@@ -37,6 +37,9 @@ func (s *Server) mcpBinding(h http.Header) (mcp.Binding, error) {
 		}
 		return mcp.Binding{Tenant: DefaultTenant, User: named}, nil
 	}
+	if len(h.Values("Authorization")) > 1 {
+		return mcp.Binding{}, errors.New("Authorization is given more than once; send one key")
+	}
 	scheme, key, ok := strings.Cut(h.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
 		return mcp.Binding{}, errors.New("an API key is required: Authorization: Bearer <key>")
