@@ -325,6 +325,7 @@ func TestNegativeCountsRefused(t *testing.T) {
 		{"runs", "events", "r1", "--after", "-1", "--server", "http://127.0.0.1:1"},
 		{"sessions", "show", "s1", "--user", "u", "--messages", "-1", "--server", "http://127.0.0.1:1"},
 		{"runs", "list", "--limit", "-5", "--server", "http://127.0.0.1:1"},
+		{"memory", "search", "--subject", "z1", "--half-life", "-1h", "x", "--server", "http://127.0.0.1:1"},
 	} {
 		_, _, err := execute(t, ctx, args...)
 		if err == nil || !strings.Contains(err.Error(), "must not be negative") {

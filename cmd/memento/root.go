@@ -67,14 +67,15 @@ func newRootCmd() *cobra.Command {
 // something (see refuseNegativeCounts).
 const negativeOK = "memento-negative-ok"
 
-// refuseNegativeCounts fails a command given a negative number for an
-// integer flag (--limit -1, --after -1, --messages -1): every count, seq and
-// size is at least zero, and a negative one was silently taken as the default.
+// refuseNegativeCounts fails a command given a negative number or duration
+// for a flag (--limit -1, --after -1, --ttl -1h): every count, seq, size and
+// time span is at least zero, and a negative one was silently taken as the
+// default.
 func refuseNegativeCounts(cmd *cobra.Command, _ []string) error {
 	var err error
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Value.Type() {
-		case "int", "int8", "int16", "int32", "int64":
+		case "int", "int8", "int16", "int32", "int64", "duration", "float32", "float64":
 		default:
 			return
 		}

@@ -120,9 +120,10 @@ func newSchemasListCmd(cf *clientFlags) *cobra.Command {
 		limit  int
 	)
 	cmd := &cobra.Command{
-		Use:   "list NAME",
-		Short: "List the state schema versions registered for a workflow",
-		Args:  cobra.ExactArgs(1),
+		Use:     "list NAME",
+		Aliases: []string{"ls"},
+		Short:   "List the state schema versions registered for a workflow",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {
