@@ -336,6 +336,13 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) error {
 	if in.Approve == nil {
 		return unprocessable("approve is required: true to approve, false to reject")
 	}
+	// A run that ended asks nothing any more: deciding for it would record
+	// an approval no step will ever use.
+	if cur, err := s.ops.GetApproval(r.Context(), tenant(r), r.PathValue("approval_id")); err != nil {
+		return err
+	} else if rn, err := s.runs.Get(r.Context(), tenant(r), cur.RunID); err == nil && rn.Status.Terminal() && cur.Status == toolop.ApprovalPending {
+		return &apiError{kind: problem.RunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; its approvals are not decided any more"}
+	}
 	d := toolop.Decision{Approve: *in.Approve, By: in.By, Reason: in.Reason}
 	a, err := s.ops.Decide(r.Context(), tenant(r), r.PathValue("approval_id"), d)
 	if err != nil {

@@ -297,6 +297,11 @@ func TestEndedRunTakesNoSideEffects(t *testing.T) {
 		if res := e.do(t, "POST", inFlight+"/started", nil, nil); res.status != 200 {
 			t.Fatalf("start: %d %s", res.status, res.body)
 		}
+		asked := e.do(t, "POST", "/v1/runs/run-end/approvals", map[string]any{"step_id": "refund", "request_digest": "d", "ttl_ms": 60000}, nil)
+		if asked.status != http.StatusCreated {
+			t.Fatalf("approval before the cancel: %d %s", asked.status, asked.body)
+		}
+		pending := decodeAs[toolop.Approval](t, asked, http.StatusCreated)
 		cur, _ := e.c.GetRun(context.Background(), "run-end")
 		res := e.do(t, "POST", "/v1/runs/run-end/commit", map[string]any{"expected_revision": cur.StateRevision, "lease": l,
 			"event": map[string]any{"event_type": "cancelled"}, "state": map[string]any{}, "status": "cancelled"}, nil)
@@ -313,6 +318,11 @@ func TestEndedRunTakesNoSideEffects(t *testing.T) {
 		expectProblem(t, e.do(t, "POST", "/v1/runs/run-end/approvals", map[string]any{"step_id": "pay", "request_digest": "d", "ttl_ms": 60000}, nil), http.StatusConflict, "run-not-active")
 		if res := e.do(t, "GET", "/v1/runs/run-end/approvals", nil, nil); strings.Contains(string(res.body), `"pay"`) {
 			t.Fatalf("a refused approval was stored: %s", res.body)
+		}
+		// One asked before the cancel is not decided after it.
+		expectProblem(t, e.do(t, "POST", "/v1/approvals/"+pending.ApprovalID+"/decision", map[string]any{"approve": true, "by": "alice"}, nil), http.StatusConflict, "run-not-active")
+		if a := decodeAs[toolop.Approval](t, e.do(t, "GET", "/v1/approvals/"+pending.ApprovalID, nil, nil), 200); a.Status != toolop.ApprovalPending {
+			t.Fatalf("a refused decision changed the approval: %+v", a)
 		}
 	})
 }
