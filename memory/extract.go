@@ -303,7 +303,7 @@ func (s *Service) predict(ctx context.Context, tenantID string, in AddInput, tom
 		return
 	}
 	if tombs[c.ValueDigest] || tombs[ValueDigest(c.Namespace, c.Key, c.Value)] {
-		item.Outcome, item.Reason = OutcomeRefused, "the claim was forgotten; its tombstone blocks it"
+		item.Outcome, item.Reason = OutcomeRefused, fmt.Sprintf("key %s of subject %s was forgotten with this value; its tombstone blocks it (a new value is taken)", c.Key, c.SubjectID)
 		return
 	}
 	cur, ok, err := s.currentOf(ctx, tenantID, c.SubjectID, c.Namespace, c.Key)

@@ -445,7 +445,7 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 			continue
 		}
 		if errors.Is(err, ErrTombstoned) {
-			r := "the claim was forgotten; its tombstone blocks it"
+			r := fmt.Sprintf("key %s of subject %s was forgotten with this value; its tombstone blocks it (a new value is taken)", c.Key, c.SubjectID)
 			return AddResult{Outcome: OutcomeRefused, Reason: r}, &Refusal{Reason: r, Err: ErrTombstoned}
 		}
 		if err != nil {
