@@ -150,9 +150,13 @@ func (s *Service) digest(tenantID, namespace, key string, value json.RawMessage)
 const keyedDigestPrefix = "k1:"
 
 // sameFact reports whether two claims of one subject hold the same fact
-// (namespace, key and canonical value). Values are compared, not digests,
-// so a claim kept before digests were keyed still matches.
+// (namespace, key and canonical value): by digest when both are of one
+// kind, by value when one was kept before digests were keyed.
 func sameFact(a, b Claim) bool {
+	if a.ValueDigest != "" && b.ValueDigest != "" &&
+		strings.HasPrefix(a.ValueDigest, keyedDigestPrefix) == strings.HasPrefix(b.ValueDigest, keyedDigestPrefix) {
+		return a.ValueDigest == b.ValueDigest
+	}
 	return a.Namespace == b.Namespace && a.Key == b.Key && sameValue(a.Value, b.Value)
 }
 

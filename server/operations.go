@@ -114,7 +114,7 @@ func (s *Server) prepareOperation(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	if rn.Status.Terminal() {
-		return &apiError{kind: problem.RunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; it takes no new operations"}
+		return runEnded(rn, "it takes no new operations")
 	}
 	if req.OperationID == "" {
 		if req.BusinessKey == "" {
@@ -222,6 +222,12 @@ func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
+// runEnded is the run-not-active answer for a run that ended, saying what
+// it no longer does.
+func runEnded(rn run.Run, what string) error {
+	return &apiError{kind: problem.RunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; " + what}
+}
+
 // runActive refuses with run-not-active when the run of an operation ended.
 func (s *Server) runActive(ctx context.Context, tenantID, operationID string) error {
 	op, err := s.ops.Get(ctx, tenantID, operationID)
@@ -233,7 +239,7 @@ func (s *Server) runActive(ctx context.Context, tenantID, operationID string) er
 		return err
 	}
 	if rn.Status.Terminal() {
-		return &apiError{kind: problem.RunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; its operations are not started any more"}
+		return runEnded(rn, "its operations are not started any more")
 	}
 	return nil
 }
@@ -268,7 +274,7 @@ func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if rn.Status.Terminal() {
-		return &apiError{kind: problem.RunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; it takes no new approvals"}
+		return runEnded(rn, "it takes no new approvals")
 	}
 	if req.TTLMs <= 0 || req.TTLMs > toolop.MaxApprovalTTL.Milliseconds() {
 		return unprocessable("ttl_ms must be positive and at most %d", toolop.MaxApprovalTTL.Milliseconds())
@@ -338,10 +344,14 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A run that ended asks nothing any more: deciding for it would record
 	// an approval no step will ever use.
-	if cur, err := s.ops.GetApproval(r.Context(), tenant(r), r.PathValue("approval_id")); err != nil {
+	cur, err := s.ops.GetApproval(r.Context(), tenant(r), r.PathValue("approval_id"))
+	if err != nil {
 		return err
-	} else if rn, err := s.runs.Get(r.Context(), tenant(r), cur.RunID); err == nil && rn.Status.Terminal() && cur.Status == toolop.ApprovalPending {
-		return &apiError{kind: problem.RunNotActive, detail: "run " + rn.RunID + " is " + string(rn.Status) + "; its approvals are not decided any more"}
+	}
+	if cur.Status == toolop.ApprovalPending {
+		if rn, err := s.runs.Get(r.Context(), tenant(r), cur.RunID); err == nil && rn.Status.Terminal() {
+			return runEnded(rn, "its approvals are not decided any more")
+		}
 	}
 	d := toolop.Decision{Approve: *in.Approve, By: in.By, Reason: in.Reason}
 	a, err := s.ops.Decide(r.Context(), tenant(r), r.PathValue("approval_id"), d)

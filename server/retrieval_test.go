@@ -34,6 +34,15 @@ func openRetrievalEngine(t testing.TB, backend string) *memento.Engine {
 	return eng
 }
 
+// adminRetrievalEnv serves backend's retrieval engine to one admin key of
+// a tenant of its own, and returns the header that carries the key.
+func adminRetrievalEnv(t *testing.T, backend string) (*testEnv, map[string]string) {
+	t.Helper()
+	const key = "retrieval-admin-key-0123456789"
+	e := serveEngine(t, openRetrievalEngine(t, backend), key+"="+testenv.RandomID("ra-")+":admin", key)
+	return e, map[string]string{"Authorization": "Bearer " + key}
+}
+
 type wireSnapshot struct {
 	SnapshotID   string          `json:"snapshot_id"`
 	QueryDigest  string          `json:"query_digest"`
@@ -215,9 +224,7 @@ func TestRetrievalHTTP(t *testing.T) {
 func TestDocumentWithoutSourceNamesItsOwn(t *testing.T) {
 	for _, backend := range retrievalBackends {
 		t.Run(backend, func(t *testing.T) {
-			const key = "retrieval-key-a-0123456789"
-			e := serveEngine(t, openRetrievalEngine(t, backend), key+"="+testenv.RandomID("rs-")+":admin", key)
-			h := map[string]string{"Authorization": "Bearer " + key}
+			e, h := adminRetrievalEnv(t, backend)
 			put := func(content string, status int) {
 				t.Helper()
 				if res := e.do(t, "PUT", "/v1/documents/noprov", map[string]any{"content": content, "acl": []string{"tenant"}}, h); res.status != status {
@@ -254,9 +261,7 @@ func TestDocumentWithoutSourceNamesItsOwn(t *testing.T) {
 func TestDocumentPutNeedsContent(t *testing.T) {
 	for _, backend := range retrievalBackends {
 		t.Run(backend, func(t *testing.T) {
-			const key = "retrieval-key-c-0123456789"
-			e := serveEngine(t, openRetrievalEngine(t, backend), key+"="+testenv.RandomID("rc-")+":admin", key)
-			h := map[string]string{"Authorization": "Bearer " + key}
+			e, h := adminRetrievalEnv(t, backend)
 			body := `{"content":"Wombats dig burrows.","acl":["tenant"],"metadata":{"order":9007199254740993,"ratio":0.1}}`
 			if res := e.do(t, "PUT", "/v1/documents/keep", body, h); res.status != 201 {
 				t.Fatalf("put: %d %s", res.status, res.body)

@@ -540,7 +540,7 @@ func (s *Service) MessagePage(ctx context.Context, tenantID, sessionID, userID s
 	case q.Limit == 0:
 		q.Limit = DefaultListLimit
 	case q.Limit > MaxListLimit:
-		q.Limit = MaxListLimit
+		return nil, "", invalid("limit must be at most %d", MaxListLimit)
 	}
 	if q.AfterSeq < 0 || q.BeforeSeq < 0 {
 		return nil, "", invalid("after_seq and before_seq must not be negative")
@@ -680,7 +680,7 @@ func (s *Service) ListUserPage(ctx context.Context, tenantID, userID, cursor str
 	case limit == 0:
 		limit = DefaultListLimit
 	case limit > MaxListLimit:
-		limit = MaxListLimit
+		return nil, "", invalid("limit must be at most %d", MaxListLimit)
 	}
 	var q ListQuery
 	if cursor != "" {

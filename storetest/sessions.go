@@ -866,6 +866,13 @@ func testSessionListPages(t *testing.T, s session.Store) {
 		want = append([]string{id}, want...) // the latest activity comes first
 	}
 	f.put(newID("foreign"), "other", `{}`, time.Minute)
+	// A limit past the maximum is refused, as every list refuses it, not cut.
+	if _, _, err := f.svc.ListUserPage(ctx, f.tenant, "u", "", session.MaxListLimit+1); !errors.Is(err, session.ErrInvalidInput) {
+		t.Fatalf("sessions limit over the maximum: %v, want ErrInvalidInput", err)
+	}
+	if _, _, err := f.svc.MessagePage(ctx, f.tenant, want[0], "u", session.MessageQuery{Limit: session.MaxListLimit + 1}, ""); !errors.Is(err, session.ErrInvalidInput) {
+		t.Fatalf("messages limit over the maximum: %v, want ErrInvalidInput", err)
+	}
 	var got []string
 	cursor, pages := "", 0
 	for {

@@ -13,7 +13,7 @@ import (
 // tiktoken's byte-pair merge rescans every pair after each merge, so one
 // pre-token (a run of letters, punctuation or white space the split pattern
 // keeps whole) costs time quadratic in its length: 80 KB of one word took
-// 11 s, 2 MB hours. Texts with a run longer than longRun bytes are therefore
+// 11 s, so 2 MB would take hours. Texts with a run longer than longRun bytes are
 // split into pre-tokens here, with tiktoken's own pattern, and any pre-token
 // longer than longPiece bytes is merged by mergeLong in O(n log n). Both give
 // the same tokens as tiktoken, so counts stay exact; ordinary text never takes
@@ -100,7 +100,7 @@ func (c *bpeCounter) longPath() (*longText, error) {
 	return l, l.err
 }
 
-// eachPiece calls f with the byte length of every token of text, in order,
+// eachToken calls f with the byte length of every token of text, in order,
 // for a text with a long run.
 func (c *bpeCounter) eachToken(text string, f func(n int)) error {
 	l, err := c.longPath()

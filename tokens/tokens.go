@@ -118,14 +118,9 @@ func (c *bpeCounter) Count(text string) int {
 // (O200kBase, Cl100kBase), in order; they add up to len(text), so they map
 // token positions to byte offsets.
 func Lengths(encoding, text string) ([]int, error) {
-	var c *bpeCounter
-	switch encoding {
-	case O200kBase:
-		c = o200k
-	case Cl100kBase:
-		c = cl100k
-	default:
-		return nil, fmt.Errorf("tokens: unknown encoding %q", encoding)
+	c, err := bpeOf(encoding)
+	if err != nil {
+		return nil, err
 	}
 	enc, err := c.load()
 	if err != nil {
@@ -149,6 +144,14 @@ func keyOf(c *bpeCounter, text string) cacheKey {
 // Encoding returns the exact counter of an encoding by name (O200kBase,
 // Cl100kBase).
 func Encoding(name string) (Counter, error) {
+	c, err := bpeOf(name)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func bpeOf(name string) (*bpeCounter, error) {
 	switch name {
 	case O200kBase:
 		return o200k, nil

@@ -50,6 +50,18 @@ func (t *table) row(cells ...string) {
 
 func (t *table) flush() error { return t.tw.Flush() }
 
+// flushPage flushes the table of one page and, when another page follows,
+// tells on w (stderr: stdout stays the table) which flag continues it.
+func (t *table) flushPage(w io.Writer, flag, next string) error {
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(w, "more: --%s %s\n", flag, next)
+	}
+	return nil
+}
+
 func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"

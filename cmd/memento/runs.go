@@ -64,13 +64,7 @@ func newRunsListCmd(cf *clientFlags) *cobra.Command {
 			for _, r := range page.Items {
 				t.row(r.RunID, r.WorkflowName, string(r.Status), orDash(r.NextStep), strconv.FormatInt(r.StateRevision, 10), fmtTime(r.UpdatedAt))
 			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s\n", page.NextCursor)
-			}
-			return nil
+			return t.flushPage(cmd.ErrOrStderr(), "cursor", page.NextCursor)
 		},
 	}
 	fl := cmd.Flags()
@@ -164,13 +158,7 @@ func newRunsEventsCmd(cf *clientFlags) *cobra.Command {
 			for _, e := range page.Items {
 				t.row(strconv.FormatInt(e.Seq, 10), e.EventType, orDash(e.StepID), strconv.Itoa(e.Attempt), fmtTime(e.CreatedAt), truncate(string(e.Payload), 60))
 			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: --after %s\n", page.NextCursor)
-			}
-			return nil
+			return t.flushPage(cmd.ErrOrStderr(), "after", page.NextCursor)
 		},
 	}
 	cmd.Flags().Int64Var(&after, "after", 0, "only events after this seq")

@@ -70,13 +70,7 @@ func newSessionsLsCmd(cf *clientFlags) *cobra.Command {
 			for _, s := range page.Items {
 				t.row(s.SessionID, orDash(s.App), strconv.FormatInt(s.Revision, 10), strconv.Itoa(s.MessageCount), fmtTime(s.LastActivityAt), fmtTime(s.ExpiresAt))
 			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s\n", page.NextCursor)
-			}
-			return nil
+			return t.flushPage(cmd.ErrOrStderr(), "cursor", page.NextCursor)
 		},
 	}
 	fl := cmd.Flags()

@@ -144,13 +144,7 @@ func newSchemasListCmd(cf *clientFlags) *cobra.Command {
 			for _, s := range page.Items {
 				t.row(strconv.Itoa(s.Version), s.Digest, fmtTime(s.CreatedAt))
 			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			if page.NextCursor != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: --cursor %s\n", page.NextCursor)
-			}
-			return nil
+			return t.flushPage(cmd.ErrOrStderr(), "cursor", page.NextCursor)
 		},
 	}
 	cmd.Flags().StringVar(&cursor, "cursor", "", "continue after a previous page")
