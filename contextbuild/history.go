@@ -473,6 +473,7 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 		return n <= limit
 	}
 	terms := search.Analyze(query)
+	terms = append(terms, h.index.Variants(query)...)
 	first := h.index.SearchTerms(terms, relevantCandidates, keep)
 	lists := [][]search.Ranked{first, h.windows.SearchTerms(terms, relevantCandidates, keep)}
 	weights := []float64{1, 1}

@@ -118,3 +118,19 @@ func TestDateIsSearched(t *testing.T) {
 		t.Fatalf("the first older turn is %v, not the one of October (seq:42) alone", src)
 	}
 }
+
+// TestQuestionSpelledOtherwise: a question that writes apart what the
+// history wrote together, or misspells it, still finds the turn.
+func TestQuestionSpelledOtherwise(t *testing.T) {
+	f := newFixture(t)
+	texts := fillerTexts(300, 15)
+	texts[50] = "The roadtrip to the fjords was long."
+	texts[120] = "She performed at the fundraiser."
+	id := f.runWith(t, texts)
+	if src := f.firstOlder(t, id, "Where did the road trip go?"); !slices.Contains(src, "seq:52") {
+		t.Fatalf("the first older turn is %v, not the roadtrip (seq:52)", src)
+	}
+	if src := f.firstOlder(t, id, "Who preformed at the fundriaser?"); !slices.Contains(src, "seq:122") {
+		t.Fatalf("the first older turn is %v, not the fundraiser (seq:122)", src)
+	}
+}

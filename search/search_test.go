@@ -249,3 +249,31 @@ func TestLexicalVectorsFillInAfterText(t *testing.T) {
 type lexical struct{}
 
 func (lexical) Lexical() bool { return true }
+
+// TestVariants: an unknown query term brings the index terms it may stand
+// for (a typo's neighbour, a compound's halves, two words run together);
+// known terms and short unknown ones bring none, so a question about
+// something the index lacks is not bent into another word.
+func TestVariants(t *testing.T) {
+	x := NewTextIndex()
+	x.Add("1", "We took a roadtrip along the coast")
+	x.Add("2", "My favourite board is the old oak one; the trip was long")
+	x.Add("3", "She performed at the fundraiser with the receiver")
+	x.Add("4", "The travel plans and the gravel path")
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"Where did the road trip go?", []string{"roadtrip"}},                 // written together
+		{"What happened on the boardtrip?", []string{"board", "trip"}},        // written apart
+		{"Who preformed at the fundriaser?", []string{"perform", "fundrais"}}, // transposition, swap
+		{"Which trip was long?", nil},                                         // every term known
+		{"Who went to the grave?", nil},                                       // too short to correct
+		{"Where did we trvl?", nil},
+	} {
+		got := x.Variants(c.query)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Variants(%q) = %v, want %v", c.query, got, c.want)
+		}
+	}
+}

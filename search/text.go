@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	edlib "github.com/hbollon/go-edlib"
 )
 
 // BM25 parameters: the usual defaults (Robertson; Lucene and FTS5 use them).
@@ -269,4 +271,105 @@ func (x *TextIndex) searchTerms(terms []string, k int, keep func(id string, m Me
 		out[i] = heap.Pop(h).(Ranked)
 	}
 	return out
+}
+
+// Spelling variants: a query term the index has never seen matches nothing,
+// though the history may well hold what it asks about under another
+// spelling — a typo ("reccomend"), or a compound written apart or together
+// ("roadtrip", "road trip"). Variants proposes the index terms such a term
+// stands for, so a search can add them.
+const (
+	// variantMinLen is the shortest unknown term given spelling neighbours:
+	// below it, one edit turns most words into other words.
+	variantMinLen = 7
+	// longVariantLen is the length from which two edits are allowed.
+	longVariantLen = 9
+	// maxVariants bounds the terms one unknown term brings.
+	maxVariants = 3
+)
+
+// Variants returns index terms that the query's terms unknown to the index
+// (or its adjacent words run together) may stand for: terms one edit away
+// (two for long terms, optimal string alignment distance: a transposition
+// is one edit), the two halves of an unknown compound, and the compound of
+// two adjacent query words. Terms are stemmed like Tokens; the query's own
+// terms are not returned.
+func (x *TextIndex) Variants(query string) []string {
+	words := Tokens(query)
+	seen := map[string]bool{}
+	for _, w := range words {
+		seen[w] = true
+	}
+	var out []string
+	add := func(t string) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	known := func(t string) bool { tid, ok := x.dict[t]; return ok && len(x.post[tid]) > 0 }
+	for i, w := range words {
+		if i > 0 && !stopwords[words[i-1]] && !stopwords[w] {
+			// "road trip" asked, "roadtrip" written
+			if j := stem(words[i-1] + w); known(j) {
+				add(j)
+			}
+		}
+		if stopwords[w] || known(w) {
+			continue
+		}
+		// "roadtrip" asked, "road trip" written
+		split := false
+		for k := 4; k <= len(w)-4 && !split; k++ {
+			a, b := stem(w[:k]), stem(w[k:])
+			if split = known(a) && known(b) && !stopwords[w[:k]] && !stopwords[w[k:]]; split {
+				add(a)
+				add(b)
+			}
+		}
+		// two known words explain it better than a misspelling does
+		if split || len(w) < variantMinLen {
+			continue
+		}
+		maxD := 1
+		if len(w) >= longVariantLen {
+			maxD = 2
+		}
+		type near struct {
+			t  string
+			d  int
+			df int
+		}
+		var cands []near
+		for t, tid := range x.dict {
+			if len(x.post[tid]) == 0 || abs(len(t)-len(w)) > maxD || len(t) < variantMinLen-1 {
+				continue
+			}
+			if d := edlib.OSADamerauLevenshteinDistance(w, t); d <= maxD {
+				cands = append(cands, near{t, d, len(x.post[tid])})
+			}
+		}
+		// the nearest first, then the commonest spelling, then by name
+		sort.Slice(cands, func(i, j int) bool {
+			a, b := cands[i], cands[j]
+			if a.d != b.d {
+				return a.d < b.d
+			}
+			if a.df != b.df {
+				return a.df > b.df
+			}
+			return a.t < b.t
+		})
+		for _, c := range cands[:min(maxVariants, len(cands))] {
+			add(c.t)
+		}
+	}
+	return out
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
