@@ -24,6 +24,7 @@ var sessionSentinels = map[string]error{
 	problem.MessageTooLarge:      session.ErrMessageTooLarge,
 	problem.SchemaValidation:     session.ErrSchemaValidation,
 	problem.PIINotFound:          pii.ErrNotFound,
+	problem.IdempotencyMismatch:  session.ErrIdempotencyMismatch,
 }
 
 // sessionErr adds the session sentinel of a problem to err, keeping the *Error.
@@ -97,9 +98,23 @@ func (c *Client) PatchSession(ctx context.Context, sessionID, userID string, rev
 
 // AppendMessages appends messages; the result says how many old ones the cap trimmed.
 func (c *Client) AppendMessages(ctx context.Context, sessionID, userID string, msgs ...session.MessageInput) (session.AppendResult, error) {
+	return c.AppendMessagesKeyed(ctx, sessionID, userID, "", msgs...)
+}
+
+// AppendMessagesKeyed is AppendMessages safe to retry: sent again under
+// the same idempotency key with the same messages (after a timeout, say),
+// it appends nothing and answers the first append's messages with
+// Replayed set; with other messages it is
+// errors.Is(err, session.ErrIdempotencyMismatch). An empty key is a plain
+// append.
+func (c *Client) AppendMessagesKeyed(ctx context.Context, sessionID, userID, key string, msgs ...session.MessageInput) (session.AppendResult, error) {
 	var res session.AppendResult
-	_, err := c.do(ctx, request{method: http.MethodPost, path: sessionPath(sessionID, "messages"), query: userQuery(userID),
-		body: map[string]any{"messages": msgs}}, &res)
+	req := request{method: http.MethodPost, path: sessionPath(sessionID, "messages"), query: userQuery(userID),
+		body: map[string]any{"messages": msgs}}
+	if key != "" {
+		req.header = http.Header{"Idempotency-Key": {key}}
+	}
+	_, err := c.do(ctx, req, &res)
 	return res, sessionErr(err)
 }
 

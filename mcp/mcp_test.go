@@ -164,12 +164,22 @@ func TestSessionTools(t *testing.T) {
 		if ms := a["messages"].([]any); len(ms) != 2 || ms[1].(map[string]any)["seq"].(float64) != 2 {
 			t.Fatalf("append: %v", a)
 		}
+		// A call retried under its idempotency key appends nothing.
+		keyed := map[string]any{"session_id": "s1", "idempotency_key": "turn-3", "messages": []map[string]any{{"role": "user", "content": "refund please"}}}
+		k1 := ok(t, call(t, cs, "message_append", keyed), "keyed append")
+		k2 := ok(t, call(t, cs, "message_append", keyed), "keyed append again")
+		if k1["replayed"] != nil || k2["replayed"] != true || k2["message_count"].(float64) != 3 ||
+			k2["messages"].([]any)[0].(map[string]any)["seq"].(float64) != 3 {
+			t.Fatalf("keyed append then retry: %v / %v", k1, k2)
+		}
+		fails(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "idempotency_key": "turn-3", "messages": []map[string]any{{"role": "user", "content": "other"}}}),
+			"idempotency-mismatch", "the key with other messages")
 		l := ok(t, call(t, cs, "messages_list", map[string]any{"session_id": "s1"}), "list")
-		if ms := l["messages"].([]any); len(ms) != 2 || ms[0].(map[string]any)["content"] != "hello" {
+		if ms := l["messages"].([]any); len(ms) != 3 || ms[0].(map[string]any)["content"] != "hello" {
 			t.Fatalf("list: %v", l)
 		}
 		g := ok(t, call(t, cs, "session_get", map[string]any{"session_id": "s1"}), "get")
-		if g["state"].(map[string]any)["step"] != "profile" || g["message_count"].(float64) != 2 {
+		if g["state"].(map[string]any)["step"] != "profile" || g["message_count"].(float64) != 3 {
 			t.Fatalf("get: %v", g)
 		}
 		if d := ok(t, call(t, cs, "session_delete", map[string]any{"session_id": "s1"}), "delete"); d["deleted"] != true {

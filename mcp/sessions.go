@@ -36,6 +36,8 @@ type messageIn struct {
 type appendIn struct {
 	SessionID string      `json:"session_id" jsonschema:"the session id"`
 	Messages  []messageIn `json:"messages" jsonschema:"the messages to append, oldest first"`
+	// A tool call retried after a lost answer must not append twice.
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"optional: a key of your own for this append; calling again with the same key and messages appends nothing and answers the first call's messages (replayed true)"`
 }
 
 type listIn struct {
@@ -164,7 +166,7 @@ func (t *toolset) sessionTools(srv *gomcp.Server) {
 				}
 				msgs[i] = session.MessageInput{Role: m.Role, Content: m.Content}
 			}
-			res, err := svc.Append(ctx, c.Tenant, in.SessionID, c.User, msgs)
+			res, err := svc.AppendKeyed(ctx, c.Tenant, in.SessionID, c.User, msgs, in.IdempotencyKey)
 			if err != nil {
 				return nil, err
 			}
@@ -172,7 +174,11 @@ func (t *toolset) sessionTools(srv *gomcp.Server) {
 			for i, m := range res.Messages {
 				out[i] = messageOut{Seq: m.Seq, Role: m.Role, CreatedAt: m.CreatedAt}
 			}
-			return map[string]any{"session_id": in.SessionID, "messages": out, "message_count": res.MessageCount, "trimmed": res.Trimmed}, nil
+			answer := map[string]any{"session_id": in.SessionID, "messages": out, "message_count": res.MessageCount, "trimmed": res.Trimmed}
+			if res.Replayed {
+				answer["replayed"] = true
+			}
+			return answer, nil
 		})
 	add(t, srv, &gomcp.Tool{Name: "messages_list", Title: "List recent messages",
 		Description: "The latest messages of the session, oldest first, with their seq.",

@@ -25,6 +25,7 @@ var sessionSentinels = []sentinel{
 	{session.ErrMessageTooLarge, problem.MessageTooLarge, 0},
 	{session.ErrSchemaValidation, problem.SchemaValidation, 0},
 	{session.ErrInvalidInput, problem.InvalidRequest, http.StatusUnprocessableEntity},
+	{session.ErrIdempotencyMismatch, problem.IdempotencyMismatch, 0},
 	{pii.ErrNotFound, problem.PIINotFound, 0},
 	{pii.ErrInvalidRef, problem.InvalidRequest, http.StatusUnprocessableEntity},
 }
@@ -244,9 +245,14 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &body); err != nil {
 		return err
 	}
-	res, err := s.sessions.Append(r.Context(), tenant(r), sessionID(r), user, body.Messages)
+	// With an Idempotency-Key a retry (same key, same messages) is answered
+	// with the first append's messages instead of appending them again.
+	res, err := s.sessions.AppendKeyed(r.Context(), tenant(r), sessionID(r), user, body.Messages, r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		return sessionWriteFailed(err, r, user, "/messages")
+	}
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	w.Header().Set("Memento-Messages-Trimmed", strconv.Itoa(res.Trimmed))
 	writeJSON(w, http.StatusOK, res)

@@ -279,6 +279,52 @@ func TestSessionCapOverHTTP(t *testing.T) {
 	})
 }
 
+// TestSessionAppendIdempotencyKey: a message append retried under its
+// Idempotency-Key (as after a timeout) is answered, marked
+// Idempotent-Replayed, and appends nothing; the key with other messages is
+// 422 idempotency-mismatch; a message with personal data retried leaves
+// no second vault entry behind.
+func TestSessionAppendIdempotencyKey(t *testing.T) {
+	forEachSessionBackend(t, func(t *testing.T, backend string) {
+		e := newSessionEnv(t, backend, session.Options{})
+		ctx := t.Context()
+		if _, _, err := e.c.PutSession(ctx, "s", client.PutSessionRequest{UserID: "u"}); err != nil {
+			t.Fatal(err)
+		}
+		body := `{"messages":[{"role":"user","content":"refund order 7 to jane@example.com"}]}`
+		first := e.do(t, "POST", "/v1/sessions/s/messages?user_id=u", body, auth(writerKey, "Idempotency-Key", "append-1"))
+		again := e.do(t, "POST", "/v1/sessions/s/messages?user_id=u", body, auth(writerKey, "Idempotency-Key", "append-1"))
+		if first.status != 200 || again.status != 200 || first.header.Get("Idempotent-Replayed") != "" || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("append then retry: %d %v / %d %v %s", first.status, first.header, again.status, again.header, again.body)
+		}
+		var a, b session.AppendResult
+		_ = json.Unmarshal(first.body, &a)
+		_ = json.Unmarshal(again.body, &b)
+		if len(b.Messages) != 1 || b.Messages[0].Seq != a.Messages[0].Seq || b.Messages[0].Content != a.Messages[0].Content || !b.Replayed {
+			t.Fatalf("the retry answers %s, want the first append's message %s", again.body, first.body)
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/sessions/s/messages?user_id=u", `{"messages":[{"role":"user","content":"refund order 8"}]}`,
+			auth(writerKey, "Idempotency-Key", "append-1")), http.StatusUnprocessableEntity, problem.IdempotencyMismatch)
+		// The Go client, and a plain append under no key, append.
+		r, err := e.c.AppendMessagesKeyed(ctx, "s", "u", "append-1", session.MessageInput{Role: "user", Content: "refund order 7 to jane@example.com"})
+		if err != nil || !r.Replayed {
+			t.Fatalf("client retry: %+v %v", r, err)
+		}
+		if _, err := e.c.AppendMessagesKeyed(ctx, "s", "u", "append-1", session.MessageInput{Role: "user", Content: "other"}); !errors.Is(err, session.ErrIdempotencyMismatch) {
+			t.Fatalf("client mismatch: %v", err)
+		}
+		if _, err := e.c.AppendMessages(ctx, "s", "u", session.MessageInput{Role: "user", Content: "refund order 7 to jane@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := e.c.ListMessages(ctx, "s", "u", session.MessageQuery{})
+		if err != nil || len(ms) != 2 {
+			t.Fatalf("messages: %d %v, want 2 (the keyed append once, the plain one)", len(ms), err)
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/sessions/s/messages?user_id=u", body, auth(writerKey, "Idempotency-Key", strings.Repeat("k", 300))),
+			http.StatusUnprocessableEntity, problem.InvalidRequest)
+	})
+}
+
 // TestSessionPIIStoredAsReferences: a message with a card number and an
 // e-mail is stored with references only — checked in the raw storage —
 // and only an admin key resolves a reference.

@@ -15,4 +15,7 @@ var (
 	ErrMessageTooLarge      = errors.New("message exceeds the size limit")
 	ErrInvalidInput         = errors.New("invalid input")
 	ErrSchemaValidation     = errors.New("session state does not match its schema")
+	// ErrIdempotencyMismatch is an append under a key an earlier append of
+	// other messages used (HTTP 422).
+	ErrIdempotencyMismatch = errors.New("idempotency key was used with other messages")
 )

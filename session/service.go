@@ -3,6 +3,9 @@ package session
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -438,8 +441,20 @@ func (s *Service) plainMetadata(meta []byte) (json.RawMessage, bool) {
 // Append adds messages; beyond the cap the oldest are trimmed in the same
 // atomic step and the result says how many.
 func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string, msgs []MessageInput) (AppendResult, error) {
+	return s.AppendKeyed(ctx, tenantID, sessionID, userID, msgs, "")
+}
+
+// AppendKeyed is Append made safe to retry under an idempotency key: an
+// append that repeats one of the session's last MaxAppendKeys keyed
+// appends (same key, same messages) appends nothing and answers the
+// earlier append's messages with Replayed set; the key with other messages
+// is ErrIdempotencyMismatch. An empty key is a plain Append.
+func (s *Service) AppendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []MessageInput, key string) (AppendResult, error) {
 	if err := checkIDs(tenantID, sessionID, userID); err != nil {
 		return AppendResult{}, err
+	}
+	if len(key) > MaxIDLength || !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0 {
+		return AppendResult{}, invalid("idempotency key must be valid UTF-8 without NUL, at most %d bytes", MaxIDLength)
 	}
 	if len(msgs) == 0 {
 		return AppendResult{}, invalid("no messages to append")
@@ -513,11 +528,62 @@ func (s *Service) Append(ctx context.Context, tenantID, sessionID, userID string
 			return fail(fmt.Errorf("%w: message %d has %d bytes after personal data was replaced by references, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes))
 		}
 	}
-	res, err := s.store.Append(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages)
-	if err != nil {
-		return fail(wrapOnce(fmt.Sprintf("append to session %s", sessionID), err))
+	if key == "" {
+		res, err := s.store.Append(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages)
+		if err != nil {
+			return fail(wrapOnce(fmt.Sprintf("append to session %s", sessionID), err))
+		}
+		return res, nil
 	}
-	return res, nil
+	res, replay, err := s.store.AppendKeyed(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages, AppendKey{Key: key, Digest: messagesDigest(msgs)})
+	if err != nil {
+		return fail(wrapOnce(fmt.Sprintf("append to session %s under idempotency key %q", sessionID, key), err))
+	}
+	if replay == nil {
+		return res, nil
+	}
+	// The personal data of this try went to the vault for nothing: the
+	// messages of the first try hold references of their own.
+	s.unprotect(ctx, tenantID, b.created)
+	return s.replayed(ctx, tenantID, sessionID, userID, *replay)
+}
+
+// replayed answers a repeated keyed append: the earlier append's messages
+// still kept, and the session's count and expiry as they are now.
+func (s *Service) replayed(ctx context.Context, tenantID, sessionID, userID string, rp AppendReplay) (AppendResult, error) {
+	sess, err := s.store.Get(ctx, tenantID, sessionID, userID)
+	if err != nil {
+		return AppendResult{}, wrapOnce(fmt.Sprintf("read session %s", sessionID), err)
+	}
+	ms, err := s.store.Messages(ctx, tenantID, sessionID, userID, MessageQuery{AfterSeq: rp.FirstSeq - 1, BeforeSeq: rp.FirstSeq + int64(rp.Count), Limit: rp.Count})
+	if err != nil {
+		return AppendResult{}, wrapOnce(fmt.Sprintf("list messages of session %s", sessionID), err)
+	}
+	if ms == nil {
+		ms = []Message{}
+	}
+	return AppendResult{Messages: ms, MessageCount: sess.MessageCount, ExpiresAt: sess.ExpiresAt, Replayed: true}, nil
+}
+
+// messagesDigest is the SHA-256 of the messages as the caller sent them
+// (before personal data is replaced by references, which differ per try),
+// over an unambiguous encoding.
+func messagesDigest(msgs []MessageInput) string {
+	h := sha256.New()
+	for _, m := range msgs {
+		meta := bytes.TrimSpace(m.Metadata)
+		var buf bytes.Buffer
+		if len(meta) > 0 && json.Compact(&buf, meta) == nil {
+			meta = buf.Bytes()
+		}
+		for _, part := range [][]byte{[]byte(m.Role), []byte(m.Content), meta} {
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+			h.Write(n[:])
+			h.Write(part)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Messages lists messages: the latest q.Limit (default DefaultListLimit)

@@ -104,6 +104,10 @@ type AppendResult struct {
 	Trimmed      int       `json:"trimmed"`
 	MessageCount int       `json:"message_count"`
 	ExpiresAt    time.Time `json:"expires_at"`
+	// Replayed is set when an append under an idempotency key repeated an
+	// earlier one: nothing was appended, Messages are the earlier append's
+	// (those the cap has not dropped since) and Trimmed is 0.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // MessageQuery selects messages: the latest Limit among those created after

@@ -32,6 +32,14 @@ type Store interface {
 	// maxMessages, reporting how many it dropped.
 	Append(ctx context.Context, tenantID, sessionID, userID string, msgs []MessageInput, maxMessages int) (AppendResult, error)
 
+	// AppendKeyed is Append under an idempotency key: if one of the
+	// session's last MaxAppendKeys keyed appends used k.Key, it appends
+	// nothing and returns that append's seqs (replay non-nil), or
+	// ErrIdempotencyMismatch when its digest was not k.Digest. Otherwise it
+	// appends and remembers the key in the same atomic step. A session
+	// closed and created again remembers none of the old one's keys.
+	AppendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []MessageInput, maxMessages int, k AppendKey) (res AppendResult, replay *AppendReplay, err error)
+
 	// Messages returns the latest q.Limit messages with seq > q.AfterSeq,
 	// seq < q.BeforeSeq (when > 0) and created after q.Since (when set),
 	// oldest first.
@@ -52,6 +60,21 @@ type Store interface {
 	// page). List items carry no State and no Summary (nil): a listing
 	// reads only the record, never the documents; Get returns them.
 	ListByUser(ctx context.Context, tenantID, userID string, q ListQuery) ([]Session, error)
+}
+
+// MaxAppendKeys is how many of a session's latest keyed appends a store
+// remembers: a retry comes within seconds, and a session must not grow
+// with every key it was ever sent.
+const MaxAppendKeys = 32
+
+// AppendKey is an append's idempotency key and the digest of its messages.
+type AppendKey struct{ Key, Digest string }
+
+// AppendReplay is what a store remembers of a keyed append: its first seq
+// and how many messages it appended.
+type AppendReplay struct {
+	FirstSeq int64
+	Count    int
 }
 
 // ListQuery selects a page of a user's sessions (see Store.ListByUser).

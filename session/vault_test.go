@@ -104,3 +104,35 @@ func TestRefusedWritesLeaveNoPersonalData(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeyedAppendRetryLeavesNoPersonalData: a retried keyed append (a
+// replay) and one refused for its key keep the vault records of the first
+// append only.
+func TestKeyedAppendRetryLeavesNoPersonalData(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	cv := &countingVault{Store: st, live: map[string]bool{}}
+	v, err := pii.NewVault(cv, pii.VaultOptions{Key: make([]byte, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := session.NewService(st, session.Options{Redactor: v})
+	if _, _, err := svc.Put(ctx, "t1", "s", session.PutRequest{UserID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []session.MessageInput{{Role: "user", Content: "mail ann@example.com"}}
+	first, err := svc.AppendKeyed(ctx, "t1", "s", "u1", msgs, "k")
+	if err != nil || cv.count() != 1 {
+		t.Fatalf("first append: %v, %d vault records, want 1", err, cv.count())
+	}
+	again, err := svc.AppendKeyed(ctx, "t1", "s", "u1", msgs, "k")
+	if err != nil || !again.Replayed || again.Messages[0].Content != first.Messages[0].Content {
+		t.Fatalf("retry: %+v %v, want the first append's message", again, err)
+	}
+	if _, err := svc.AppendKeyed(ctx, "t1", "s", "u1", []session.MessageInput{{Role: "user", Content: "mail bob@example.com"}}, "k"); !errors.Is(err, session.ErrIdempotencyMismatch) {
+		t.Fatalf("the key with other messages: %v", err)
+	}
+	if cv.count() != 1 {
+		t.Fatalf("%d vault records after a retry and a mismatch, want the first append's 1", cv.count())
+	}
+}

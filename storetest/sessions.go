@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,8 @@ func SessionStoreSuite(t *testing.T, open func(t *testing.T) session.Store) {
 		{"ConcurrentPatches", testSessionConcurrentPatches},
 		{"AppendAndCap", testSessionAppendAndCap},
 		{"ConcurrentAppends", testSessionConcurrentAppends},
+		{"KeyedAppends", testSessionKeyedAppends},
+		{"ConcurrentKeyedAppends", testSessionConcurrentKeyedAppends},
 		{"MessageQueries", testSessionMessageQueries},
 		{"Summary", testSessionSummary},
 		{"Close", testSessionClose},
@@ -439,6 +442,108 @@ func testSessionConcurrentAppends(t *testing.T, s session.Store) {
 		if i > 0 && !m.CreatedAt.After(ms[i-1].CreatedAt) {
 			t.Fatalf("created_at not strictly increasing at %d: %v then %v", i, ms[i-1].CreatedAt, m.CreatedAt)
 		}
+	}
+}
+
+// testSessionKeyedAppends: an append retried under its idempotency key
+// appends nothing and answers the first one's messages; the key with other
+// messages is refused and changes nothing; the cap and a closed session
+// are respected, and only the latest MaxAppendKeys keys are remembered.
+func testSessionKeyedAppends(t *testing.T, s session.Store) {
+	f := newSfx(t, s, session.Options{MaxMessages: 4})
+	ctx := t.Context()
+	sid := newID("s")
+	f.put(sid, "u", `{}`, time.Minute)
+	f.appendN(sid, "u", 1, 0)
+	msgs := []session.MessageInput{{Role: "user", Content: "pay 42 EUR"}, {Role: "assistant", Content: "done", Metadata: json.RawMessage(`{"tool": "pay"}`)}}
+	first, err := f.svc.AppendKeyed(ctx, f.tenant, sid, "u", msgs, "k-1")
+	if err != nil || first.Replayed || len(first.Messages) != 2 || first.Messages[0].Seq != 2 {
+		t.Fatalf("first keyed append: %+v %v", first, err)
+	}
+	// The same messages, metadata spelt with other spacing: a retry.
+	retry := []session.MessageInput{msgs[0], {Role: "assistant", Content: "done", Metadata: json.RawMessage(`{"tool":"pay"}`)}}
+	again, err := f.svc.AppendKeyed(ctx, f.tenant, sid, "u", retry, "k-1")
+	if err != nil || !again.Replayed || again.Trimmed != 0 || again.MessageCount != 3 {
+		t.Fatalf("retried keyed append: %+v %v; want replayed, 3 messages in the session", again, err)
+	}
+	if len(again.Messages) != 2 || again.Messages[0].Seq != 2 || again.Messages[1].Seq != 3 || again.Messages[1].Content != "done" ||
+		!again.Messages[1].CreatedAt.Equal(first.Messages[1].CreatedAt) {
+		t.Fatalf("retry answers %+v, want the first append's messages %+v", again.Messages, first.Messages)
+	}
+	other := []session.MessageInput{{Role: "user", Content: "pay 43 EUR"}}
+	if _, err := f.svc.AppendKeyed(ctx, f.tenant, sid, "u", other, "k-1"); !errors.Is(err, session.ErrIdempotencyMismatch) {
+		t.Fatalf("the key with other messages: %v, want ErrIdempotencyMismatch", err)
+	}
+	if ss := f.get(sid, "u"); ss.LastSeq != 3 || ss.MessageCount != 3 {
+		t.Fatalf("after a retry and a mismatch: last seq %d count %d, want 3 and 3 (nothing appended)", ss.LastSeq, ss.MessageCount)
+	}
+	// Another user's session of the same id and key is not found, not replayed.
+	if _, err := f.svc.AppendKeyed(ctx, f.tenant, sid, "v", msgs, "k-1"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("keyed append by another user: %v", err)
+	}
+	// Once the cap dropped them, a retry answers what is left of them.
+	f.appendN(sid, "u", 4, 10)
+	gone, err := f.svc.AppendKeyed(ctx, f.tenant, sid, "u", msgs, "k-1")
+	if err != nil || !gone.Replayed || len(gone.Messages) != 0 || gone.MessageCount != 4 {
+		t.Fatalf("retry after the cap dropped its messages: %+v %v", gone, err)
+	}
+	// Only the latest MaxAppendKeys keys are kept: the oldest is forgotten.
+	for i := range session.MaxAppendKeys {
+		if _, err := f.svc.AppendKeyed(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "user", Content: fmt.Sprintf("n%d", i)}}, fmt.Sprintf("n-%d", i)); err != nil {
+			t.Fatalf("keyed append %d: %v", i, err)
+		}
+	}
+	last := f.get(sid, "u").LastSeq
+	if r, err := f.svc.AppendKeyed(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "user", Content: "n1"}}, "n-1"); err != nil || !r.Replayed {
+		t.Fatalf("a recent key: %+v %v, want replayed", r, err)
+	}
+	if r, err := f.svc.AppendKeyed(ctx, f.tenant, sid, "u", msgs, "k-1"); err != nil || r.Replayed {
+		t.Fatalf("a key older than the latest %d: %+v %v, want a new append", session.MaxAppendKeys, r, err)
+	}
+	if got := f.get(sid, "u").LastSeq; got != last+2 {
+		t.Fatalf("last seq %d, want %d", got, last+2)
+	}
+	// A session closed and created again remembers none of the old keys.
+	if _, err := f.svc.Close(ctx, f.tenant, sid, "u"); err != nil {
+		t.Fatal(err)
+	}
+	f.put(sid, "u", `{}`, time.Minute)
+	r, err := f.svc.AppendKeyed(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: "user", Content: "n1"}}, "n-1")
+	if err != nil || r.Replayed || len(r.Messages) != 1 || r.Messages[0].Seq != 1 {
+		t.Fatalf("a key of the closed session, in the new one: %+v %v, want a new append at seq 1", r, err)
+	}
+}
+
+// testSessionConcurrentKeyedAppends: concurrent tries of one keyed append
+// append it once; the others replay it.
+func testSessionConcurrentKeyedAppends(t *testing.T, s session.Store) {
+	f := newSfx(t, s, session.Options{})
+	sid := newID("s")
+	f.put(sid, "u", `{}`, time.Minute)
+	const tries = 8
+	var wg sync.WaitGroup
+	var replayed, appended atomic.Int32
+	for range tries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := f.svc.AppendKeyed(t.Context(), f.tenant, sid, "u", []session.MessageInput{{Role: "user", Content: "once"}}, "same")
+			switch {
+			case err != nil:
+				t.Errorf("keyed append: %v", err)
+			case r.Replayed:
+				replayed.Add(1)
+			default:
+				appended.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if appended.Load() != 1 || replayed.Load() != tries-1 {
+		t.Fatalf("%d appended, %d replayed; want 1 and %d", appended.Load(), replayed.Load(), tries-1)
+	}
+	if ms := f.messages(sid, "u", session.MessageQuery{Limit: 100}); len(ms) != 1 {
+		t.Fatalf("%d messages, want 1", len(ms))
 	}
 }
 

@@ -42,6 +42,12 @@ func (s *Sessions) Append(ctx context.Context, tenantID, sessionID, userID strin
 	})
 }
 
+func (s *Sessions) AppendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int, k session.AppendKey) (session.AppendResult, *session.AppendReplay, error) {
+	return call3(s.in.inject(ctx, "AppendKeyed", tenantID, sessionID, userID, msgs, maxMessages, k), func() (session.AppendResult, *session.AppendReplay, error) {
+		return s.inner.AppendKeyed(ctx, tenantID, sessionID, userID, msgs, maxMessages, k)
+	})
+}
+
 func (s *Sessions) Messages(ctx context.Context, tenantID, sessionID, userID string, q session.MessageQuery) ([]session.Message, error) {
 	return call2(s.in.inject(ctx, "Messages", tenantID, sessionID, userID, q), func() ([]session.Message, error) {
 		return s.inner.Messages(ctx, tenantID, sessionID, userID, q)

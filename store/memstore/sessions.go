@@ -20,6 +20,7 @@ type sessionRow struct {
 	expires       int64 // micros
 	lastMessageAt int64 // micros
 	messages      []session.Message
+	appendKeys    session.AppendKeys
 }
 
 func (row *sessionRow) live(userID string, now int64) bool {
@@ -159,6 +160,29 @@ func (s *Store) Append(ctx context.Context, tenantID, sessionID, userID string, 
 	if err != nil {
 		return session.AppendResult{}, err
 	}
+	return row.append(msgs, maxMessages, now), nil
+}
+
+// AppendKeyed implements session.Store.
+func (s *Store) AppendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int, k session.AppendKey) (session.AppendResult, *session.AppendReplay, error) {
+	if err := ctx.Err(); err != nil {
+		return session.AppendResult{}, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.nowMicros()
+	row, err := s.liveRow(tenantID, sessionID, userID, now)
+	if err != nil {
+		return session.AppendResult{}, nil, err
+	}
+	if rp, err := row.appendKeys.Check(k); rp != nil || err != nil {
+		return session.AppendResult{}, rp, err
+	}
+	row.appendKeys = row.appendKeys.Add(k, row.s.LastSeq+1, len(msgs))
+	return row.append(msgs, maxMessages, now), nil, nil
+}
+
+func (row *sessionRow) append(msgs []session.MessageInput, maxMessages int, now int64) session.AppendResult {
 	// Times strictly increase within a session even if the clock steps
 	// back, so "since" never skips or repeats a message.
 	t0 := max(now, row.lastMessageAt+1)
@@ -193,7 +217,7 @@ func (s *Store) Append(ctx context.Context, tenantID, sessionID, userID string, 
 	row.expires = now + row.ttlMS*1000
 	res.MessageCount = count
 	res.ExpiresAt = fromMicros(row.expires)
-	return res, nil
+	return res
 }
 
 // Messages implements session.Store: the latest q.Limit matching messages,

@@ -227,7 +227,7 @@ func (s *SessionStore) put(ctx context.Context, p session.PutParams) (out sessio
 				return err
 			}
 			out, err = scanSession(tx.QueryRow(ctx, `UPDATE sessions SET user_id = $3, app = $4, state = $5, revision = 1,
-				summary = NULL, summary_at = NULL, message_count = 0, last_seq = 0, last_message_at = NULL, ttl_ms = $6,
+				summary = NULL, summary_at = NULL, message_count = 0, last_seq = 0, last_message_at = NULL, append_keys = NULL, ttl_ms = $6,
 				created_at = now(), last_activity_at = now(), expires_at = now() + $6::bigint * interval '1 millisecond'
 				WHERE tenant_id = $1 AND session_id = $2 RETURNING `+sessionColumns,
 				p.TenantID, p.SessionID, p.UserID, p.App, string(p.State), p.TTL.Milliseconds()))
@@ -283,18 +283,52 @@ func (s *SessionStore) SetState(ctx context.Context, tenantID, sessionID, userID
 // session; the insert, the trim of the oldest beyond the cap and the
 // record update commit together.
 func (s *SessionStore) Append(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int) (session.AppendResult, error) {
-	var res session.AppendResult
+	res, _, err := s.appendKeyed(ctx, tenantID, sessionID, userID, msgs, maxMessages, nil)
+	return res, err
+}
+
+// AppendKeyed implements session.Store: the key list is read and written
+// under the same row lock as the append.
+func (s *SessionStore) AppendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int, k session.AppendKey) (session.AppendResult, *session.AppendReplay, error) {
+	return s.appendKeyed(ctx, tenantID, sessionID, userID, msgs, maxMessages, &k)
+}
+
+func (s *SessionStore) appendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int, k *session.AppendKey) (session.AppendResult, *session.AppendReplay, error) {
+	var (
+		res    session.AppendResult
+		replay *session.AppendReplay
+	)
 	err := pgx.BeginTxFunc(ctx, s.db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		var (
 			lastSeq int64
 			count   int
 			lastAt  *time.Time
 			now     time.Time
+			keysRaw *string
 		)
-		err := tx.QueryRow(ctx, `SELECT last_seq, message_count, last_message_at, now() FROM sessions
-			WHERE `+liveWhere+` FOR UPDATE`, tenantID, sessionID, userID).Scan(&lastSeq, &count, &lastAt, &now)
+		keysCol := "NULL::text"
+		if k != nil {
+			keysCol = "append_keys"
+		}
+		err := tx.QueryRow(ctx, `SELECT last_seq, message_count, last_message_at, now(), `+keysCol+` FROM sessions
+			WHERE `+liveWhere+` FOR UPDATE`, tenantID, sessionID, userID).Scan(&lastSeq, &count, &lastAt, &now, &keysRaw)
 		if err != nil {
 			return notFound(err)
+		}
+		var keys any // the new key list, NULL to leave it as it is
+		if k != nil {
+			var raw []byte
+			if keysRaw != nil {
+				raw = []byte(*keysRaw)
+			}
+			ks, err := session.DecodeAppendKeys(raw)
+			if err != nil {
+				return err
+			}
+			if replay, err = ks.Check(*k); replay != nil || err != nil {
+				return err
+			}
+			keys = string(ks.Add(*k, lastSeq+1, len(msgs)).Encode())
 		}
 		// Times strictly increase within a session even if the clock steps
 		// back, so "since" never skips or repeats a message.
@@ -329,9 +363,10 @@ func (s *SessionStore) Append(ctx context.Context, tenantID, sessionID, userID s
 				tenantID, sessionID, lastSeq-int64(maxMessages))
 		}
 		b.Queue(`UPDATE sessions SET message_count = $3, last_seq = $4, last_message_at = $5,
-			last_activity_at = now(), expires_at = now() + ttl_ms * interval '1 millisecond'
+			last_activity_at = now(), expires_at = now() + ttl_ms * interval '1 millisecond',
+			append_keys = coalesce($6::text, append_keys)
 			WHERE tenant_id = $1 AND session_id = $2 RETURNING expires_at`,
-			tenantID, sessionID, count, lastSeq, times[n-1])
+			tenantID, sessionID, count, lastSeq, times[n-1], keys)
 		br := tx.SendBatch(ctx, b)
 		if _, err := br.Exec(); err != nil {
 			br.Close()
@@ -352,9 +387,9 @@ func (s *SessionStore) Append(ctx context.Context, tenantID, sessionID, userID s
 		return br.Close()
 	})
 	if err != nil {
-		return session.AppendResult{}, fmt.Errorf("append to session %s: %w", sessionID, err)
+		return session.AppendResult{}, nil, fmt.Errorf("append to session %s: %w", sessionID, err)
 	}
-	return res, nil
+	return res, replay, nil
 }
 
 // Messages implements session.Store: one statement (one snapshot) checks

@@ -1,6 +1,12 @@
 package redis
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mementohq/memento/session"
+)
 
 // Key layout (P = prefix, T/S/U = escaped tenant, session and user ids):
 //
@@ -141,7 +147,9 @@ return {'ok', 0, score, unpack(v)}
 // costs more than string.format('%d'), so numbers go as strings. A message
 // the cap drops in the same call (a batch larger than the cap) is never
 // written. One message, the common case, takes a path with no table.
-var appendScript = newScript(`
+var appendScript = newScript(appendSrc)
+
+const appendSrc = `
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local v = redis.call('HMGET', KEYS[1], 'u', 'x', 'ttl', 'ls', 'lt', 'n', 'ix')
@@ -209,7 +217,36 @@ if trimmed > 0 then
 end
 redis.call('PEXPIRE', KEYS[1], v[3])
 return {'ok', trimmed, kept, ls + 1, t0, x, score}
-`)
+`
+
+// appendKeyedScript is appendScript under an idempotency key: field "ik"
+// holds the session's latest keyed appends, [[key, digest, first seq,
+// count], ...] (at most session.MaxAppendKeys, oldest first). A key found
+// with its digest answers {"replay", first, count}, with another
+// {"mismatch"}; a new key is added and the append goes on as appendScript
+// (same atomic call). The key list is in the session's hash, so it goes
+// with the session.
+// KEYS: session. ARGV: as appendScript's, then key, digest.
+// Returns {"nf"} | {"mismatch"} | {"replay", first, count} | appendScript's reply.
+var appendKeyedScript = newScript(`
+local ikey, idig = ARGV[#ARGV - 1], ARGV[#ARGV]
+ARGV[#ARGV] = nil
+ARGV[#ARGV] = nil
+local h = redis.call('HMGET', KEYS[1], 'u', 'x', 'ls', 'ik')
+local tk = redis.call('TIME')
+if h[1] ~= ARGV[1] or tonumber(h[2]) <= tk[1] * 1000000 + tk[2] then return {'nf'} end
+local ks = {}
+if h[4] then ks = cjson.decode(h[4]) end
+for _, e in ipairs(ks) do
+  if e[1] == ikey then
+    if e[2] ~= idig then return {'mismatch'} end
+    return {'replay', e[3], e[4]}
+  end
+end
+ks[#ks + 1] = {ikey, idig, string.format('%d', tonumber(h[3]) + 1), string.format('%d', #ARGV - 2)}
+while #ks > ` + strconv.Itoa(session.MaxAppendKeys) + ` do table.remove(ks, 1) end
+redis.call('HSET', KEYS[1], 'ik', cjson.encode(ks))
+` + appendSrc)
 
 // messagesScript returns the newest messages matching the filter, newest first.
 // KEYS: session. ARGV: user, limit, since_us, after_seq, before_seq (0: none).
@@ -319,4 +356,4 @@ var listFields = []string{"u", "x", "a", "r", "n", "ls", "ttl", "c", "la"}
 // getFields are what Get reads: the record and the state, never the messages.
 var getFields = append(append([]string(nil), recordFields...), "st")
 
-var allScripts = []*goredis.Script{putScript, setStateScript, appendScript, messagesScript, summaryScript, deleteScript, indexScript}
+var allScripts = []*goredis.Script{putScript, setStateScript, appendScript, appendKeyedScript, messagesScript, summaryScript, deleteScript, indexScript}

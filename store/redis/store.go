@@ -274,8 +274,10 @@ func scriptResult(v any, err error) (result, error) {
 		return result{}, fmt.Errorf("unexpected script reply %T", v)
 	}
 	switch str(vals[0]) {
-	case "ok":
+	case "ok", "replay":
 		return result{vals: vals}, nil
+	case "mismatch":
+		return result{}, session.ErrIdempotencyMismatch
 	case "nf":
 		return result{}, session.ErrNotFound
 	case "stale":
@@ -503,19 +505,50 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Append implements session.Store.
 func (s *Store) Append(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int) (session.AppendResult, error) {
-	args := make([]any, 0, len(msgs)+2)
-	args = append(args, userID, maxMessages)
-	for _, m := range msgs {
-		b, err := encodeMessage(m)
-		if err != nil {
-			return session.AppendResult{}, fmt.Errorf("append to session %s: encode: %w", sessionID, err)
-		}
-		args = append(args, b)
+	args, err := appendArgs(userID, maxMessages, msgs, 0)
+	if err != nil {
+		return session.AppendResult{}, fmt.Errorf("append to session %s: encode: %w", sessionID, err)
 	}
 	r, err := scriptResult(s.appends.run(ctx, appendScript, s.sessionKeys(tenantID, sessionID), args...))
 	if err != nil {
 		return session.AppendResult{}, fmt.Errorf("append to session %s: %w", sessionID, err)
 	}
+	return s.appended(ctx, tenantID, sessionID, userID, msgs, r), nil
+}
+
+// AppendKeyed implements session.Store with appendKeyedScript.
+func (s *Store) AppendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int, k session.AppendKey) (session.AppendResult, *session.AppendReplay, error) {
+	args, err := appendArgs(userID, maxMessages, msgs, 2)
+	if err != nil {
+		return session.AppendResult{}, nil, fmt.Errorf("append to session %s: encode: %w", sessionID, err)
+	}
+	args = append(args, k.Key, k.Digest)
+	v, err := s.run(ctx, appendKeyedScript, s.sessionKeys(tenantID, sessionID), args...)
+	if err != nil {
+		return session.AppendResult{}, nil, fmt.Errorf("append to session %s: %w", sessionID, err)
+	}
+	if str(v.vals[0]) == "replay" {
+		return session.AppendResult{}, &session.AppendReplay{FirstSeq: atoi(v.vals[1]), Count: int(atoi(v.vals[2]))}, nil
+	}
+	return s.appended(ctx, tenantID, sessionID, userID, msgs, v), nil, nil
+}
+
+// appendArgs is ARGV of appendScript, with room for extra more.
+func appendArgs(userID string, maxMessages int, msgs []session.MessageInput, extra int) ([]any, error) {
+	args := make([]any, 0, len(msgs)+2+extra)
+	args = append(args, userID, maxMessages)
+	for _, m := range msgs {
+		b, err := encodeMessage(m)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, b)
+	}
+	return args, nil
+}
+
+// appended reads appendScript's reply.
+func (s *Store) appended(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, r result) session.AppendResult {
 	s.refreshIndex(ctx, tenantID, sessionID, userID, atoi(r.vals[6]))
 	first, t0 := atoi(r.vals[3]), atoi(r.vals[4])
 	res := session.AppendResult{
@@ -530,7 +563,7 @@ func (s *Store) Append(ctx context.Context, tenantID, sessionID, userID string, 
 			CreatedAt: micros(t0 + int64(i)),
 		}
 	}
-	return res, nil
+	return res
 }
 
 func parseMessage(e string) (session.Message, error) {

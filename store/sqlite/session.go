@@ -263,17 +263,47 @@ func (s *SessionStore) SetState(ctx context.Context, tenantID, sessionID, userID
 
 // Append implements session.Store.
 func (s *SessionStore) Append(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int) (session.AppendResult, error) {
-	var res session.AppendResult
+	res, _, err := s.appendKeyed(ctx, tenantID, sessionID, userID, msgs, maxMessages, nil)
+	return res, err
+}
+
+// AppendKeyed implements session.Store: the key list is read and written
+// in the append's write transaction.
+func (s *SessionStore) AppendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int, k session.AppendKey) (session.AppendResult, *session.AppendReplay, error) {
+	return s.appendKeyed(ctx, tenantID, sessionID, userID, msgs, maxMessages, &k)
+}
+
+func (s *SessionStore) appendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int, k *session.AppendKey) (session.AppendResult, *session.AppendReplay, error) {
+	var (
+		res    session.AppendResult
+		replay *session.AppendReplay
+	)
 	err := s.db.writeTx(ctx, func(tx *sql.Tx) error {
 		now := s.db.nowMicros()
 		cur, err := liveSession(ctx, tx, tenantID, sessionID, userID, now)
 		if err != nil {
 			return err
 		}
-		var lastAt int64
-		if err := tx.QueryRowContext(ctx, `SELECT last_message_at FROM sessions WHERE tenant_id = ? AND session_id = ?`,
-			tenantID, sessionID).Scan(&lastAt); err != nil {
+		var (
+			lastAt  int64
+			keysRaw sql.NullString
+		)
+		if err := tx.QueryRowContext(ctx, `SELECT last_message_at, append_keys FROM sessions WHERE tenant_id = ? AND session_id = ?`,
+			tenantID, sessionID).Scan(&lastAt, &keysRaw); err != nil {
 			return err
+		}
+		if k != nil {
+			ks, err := session.DecodeAppendKeys([]byte(keysRaw.String))
+			if err != nil {
+				return err
+			}
+			if replay, err = ks.Check(*k); replay != nil || err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET append_keys = ? WHERE tenant_id = ? AND session_id = ?`,
+				string(ks.Add(*k, cur.LastSeq+1, len(msgs)).Encode()), tenantID, sessionID); err != nil {
+				return err
+			}
 		}
 		// Times strictly increase within a session even if the clock steps
 		// back, so "since" never skips or repeats a message.
@@ -315,9 +345,9 @@ func (s *SessionStore) Append(ctx context.Context, tenantID, sessionID, userID s
 		return nil
 	})
 	if err != nil {
-		return session.AppendResult{}, fmt.Errorf("append to session %s: %w", sessionID, err)
+		return session.AppendResult{}, nil, fmt.Errorf("append to session %s: %w", sessionID, err)
 	}
-	return res, nil
+	return res, replay, nil
 }
 
 // Messages implements session.Store. The session check and the message read

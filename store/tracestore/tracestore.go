@@ -217,6 +217,18 @@ func (s Sessions) Append(ctx context.Context, tenantID, sessionID, userID string
 	})
 }
 
+func (s Sessions) AppendKeyed(ctx context.Context, tenantID, sessionID, userID string, msgs []session.MessageInput, maxMessages int, k session.AppendKey) (session.AppendResult, *session.AppendReplay, error) {
+	type out struct {
+		res    session.AppendResult
+		replay *session.AppendReplay
+	}
+	o, err := call(ctx, s.T, "SessionAppendKeyed", tenantID, func(ctx context.Context) (out, error) {
+		res, replay, err := s.Store.AppendKeyed(ctx, tenantID, sessionID, userID, msgs, maxMessages, k)
+		return out{res, replay}, err
+	})
+	return o.res, o.replay, err
+}
+
 func (s Sessions) SetSummary(ctx context.Context, tenantID, sessionID, userID string, sum session.Summary) (session.Session, error) {
 	return call(ctx, s.T, "SessionSetSummary", tenantID, func(ctx context.Context) (session.Session, error) {
 		return s.Store.SetSummary(ctx, tenantID, sessionID, userID, sum)
