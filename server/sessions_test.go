@@ -282,8 +282,8 @@ func TestSessionCapOverHTTP(t *testing.T) {
 // TestSessionAppendIdempotencyKey: a message append retried under its
 // Idempotency-Key (as after a timeout) is answered, marked
 // Idempotent-Replayed, and appends nothing; the key with other messages is
-// 422 idempotency-mismatch; a message with personal data retried leaves
-// no second vault entry behind.
+// 422 idempotency-mismatch. (That a retry leaves no second vault record is
+// session.TestKeyedAppendRetryLeavesNoPersonalData.)
 func TestSessionAppendIdempotencyKey(t *testing.T) {
 	forEachSessionBackend(t, func(t *testing.T, backend string) {
 		e := newSessionEnv(t, backend, session.Options{})

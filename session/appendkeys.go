@@ -36,9 +36,20 @@ func (ks AppendKeys) Encode() []byte {
 	return b
 }
 
-// Check looks k up: a replay when the key was used with the same digest,
+// Use is what a keyed append does with the list: a replay when k was used
+// with the same digest, ErrIdempotencyMismatch when with another; else k
+// remembered as the append of count messages from firstSeq, in the list
+// returned (to store with the append).
+func (ks AppendKeys) Use(k AppendKey, firstSeq int64, count int) (AppendKeys, *AppendReplay, error) {
+	if rp, err := ks.check(k); rp != nil || err != nil {
+		return ks, rp, err
+	}
+	return ks.add(k, firstSeq, count), nil, nil
+}
+
+// check looks k up: a replay when the key was used with the same digest,
 // ErrIdempotencyMismatch when with another, (nil, nil) when it is new.
-func (ks AppendKeys) Check(k AppendKey) (*AppendReplay, error) {
+func (ks AppendKeys) check(k AppendKey) (*AppendReplay, error) {
 	for _, e := range ks {
 		if e.Key != k.Key {
 			continue
@@ -51,8 +62,8 @@ func (ks AppendKeys) Check(k AppendKey) (*AppendReplay, error) {
 	return nil, nil
 }
 
-// Add remembers an append, forgetting the oldest beyond MaxAppendKeys.
-func (ks AppendKeys) Add(k AppendKey, firstSeq int64, count int) AppendKeys {
+// add remembers an append, forgetting the oldest beyond MaxAppendKeys.
+func (ks AppendKeys) add(k AppendKey, firstSeq int64, count int) AppendKeys {
 	ks = append(ks, AppendKeyEntry{Key: k.Key, Digest: k.Digest, FirstSeq: firstSeq, Count: count})
 	if len(ks) > MaxAppendKeys {
 		ks = append(AppendKeys(nil), ks[len(ks)-MaxAppendKeys:]...)

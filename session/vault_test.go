@@ -48,18 +48,25 @@ func (c *countingVault) count() int {
 	return len(c.live)
 }
 
-// TestRefusedWritesLeaveNoPersonalData: a session write that fails after
-// its personal data was protected (another user's session, a stale
-// revision, a state too large, a missing session) leaves no vault record.
-func TestRefusedWritesLeaveNoPersonalData(t *testing.T) {
-	ctx := context.Background()
+// countedService is a session service over memstore whose vault counts its records.
+func countedService(t *testing.T, o session.Options) (*session.Service, *countingVault) {
+	t.Helper()
 	st := memstore.New()
 	cv := &countingVault{Store: st, live: map[string]bool{}}
 	v, err := pii.NewVault(cv, pii.VaultOptions{Key: make([]byte, 32)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := session.NewService(st, session.Options{Redactor: v, MaxStateBytes: 4096})
+	o.Redactor = v
+	return session.NewService(st, o), cv
+}
+
+// TestRefusedWritesLeaveNoPersonalData: a session write that fails after
+// its personal data was protected (another user's session, a stale
+// revision, a state too large, a missing session) leaves no vault record.
+func TestRefusedWritesLeaveNoPersonalData(t *testing.T) {
+	ctx := context.Background()
+	svc, cv := countedService(t, session.Options{MaxStateBytes: 4096})
 	if _, _, err := svc.Put(ctx, "t1", "own", session.PutRequest{UserID: "u1", State: json.RawMessage(`{"mail":"ann@example.com"}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +117,7 @@ func TestRefusedWritesLeaveNoPersonalData(t *testing.T) {
 // append only.
 func TestKeyedAppendRetryLeavesNoPersonalData(t *testing.T) {
 	ctx := context.Background()
-	st := memstore.New()
-	cv := &countingVault{Store: st, live: map[string]bool{}}
-	v, err := pii.NewVault(cv, pii.VaultOptions{Key: make([]byte, 32)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := session.NewService(st, session.Options{Redactor: v})
+	svc, cv := countedService(t, session.Options{})
 	if _, _, err := svc.Put(ctx, "t1", "s", session.PutRequest{UserID: "u1"}); err != nil {
 		t.Fatal(err)
 	}

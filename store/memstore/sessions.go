@@ -175,10 +175,11 @@ func (s *Store) AppendKeyed(ctx context.Context, tenantID, sessionID, userID str
 	if err != nil {
 		return session.AppendResult{}, nil, err
 	}
-	if rp, err := row.appendKeys.Check(k); rp != nil || err != nil {
+	keys, rp, err := row.appendKeys.Use(k, row.s.LastSeq+1, len(msgs))
+	if rp != nil || err != nil {
 		return session.AppendResult{}, rp, err
 	}
-	row.appendKeys = row.appendKeys.Add(k, row.s.LastSeq+1, len(msgs))
+	row.appendKeys = keys
 	return row.append(msgs, maxMessages, now), nil, nil
 }
 

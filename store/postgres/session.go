@@ -325,10 +325,10 @@ func (s *SessionStore) appendKeyed(ctx context.Context, tenantID, sessionID, use
 			if err != nil {
 				return err
 			}
-			if replay, err = ks.Check(*k); replay != nil || err != nil {
+			if ks, replay, err = ks.Use(*k, lastSeq+1, len(msgs)); replay != nil || err != nil {
 				return err
 			}
-			keys = string(ks.Add(*k, lastSeq+1, len(msgs)).Encode())
+			keys = string(ks.Encode())
 		}
 		// Times strictly increase within a session even if the clock steps
 		// back, so "since" never skips or repeats a message.

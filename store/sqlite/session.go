@@ -297,11 +297,11 @@ func (s *SessionStore) appendKeyed(ctx context.Context, tenantID, sessionID, use
 			if err != nil {
 				return err
 			}
-			if replay, err = ks.Check(*k); replay != nil || err != nil {
+			if ks, replay, err = ks.Use(*k, cur.LastSeq+1, len(msgs)); replay != nil || err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET append_keys = ? WHERE tenant_id = ? AND session_id = ?`,
-				string(ks.Add(*k, cur.LastSeq+1, len(msgs)).Encode()), tenantID, sessionID); err != nil {
+				string(ks.Encode()), tenantID, sessionID); err != nil {
 				return err
 			}
 		}
