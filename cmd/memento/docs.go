@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -75,7 +76,7 @@ func newDocsPutCmd(cf *clientFlags) *cobra.Command {
 			if cf.asJSON {
 				return printJSON(cmd.OutOrStdout(), res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s version %d: %d chunks, acl %v\n", res.Outcome, res.DocumentID, res.Version, res.Chunks, res.ACL)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s version %d: %s, acl %v\n", res.Outcome, res.DocumentID, res.Version, plural(res.Chunks, "chunk", "chunks"), res.ACL)
 			return nil
 		},
 	}
@@ -120,7 +121,7 @@ func printSnapshot(cmd *cobra.Command, cf *clientFlags, s retrieval.Snapshot) er
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "snapshot %s for %s at index version %d, %d hits\n", s.SnapshotID, s.Principal, s.IndexVersion, len(s.Hits))
+	fmt.Fprintf(out, "snapshot %s for %s at index version %d, %s\n", s.SnapshotID, s.Principal, s.IndexVersion, plural(len(s.Hits), "hit", "hits"))
 	return nil
 }
 
@@ -221,8 +222,8 @@ func newDocsInvalidationsCmd(cf *clientFlags) *cobra.Command {
 			}
 			t := newTable(out, "INDEX VERSION", "KIND", "DOCUMENT", "VERSIONS", "GROUP", "PRINCIPAL", "ROWS REMOVED", "AT")
 			for _, ev := range p.Items {
-				t.row(strconv.FormatInt(ev.IndexVersion, 10), string(ev.Kind), ev.DocumentID, fmt.Sprintf("%d→%d", ev.OldVersion, ev.NewVersion),
-					ev.Group, ev.Principal+" "+ev.Change, strconv.Itoa(ev.RowsRemoved), fmtTime(ev.At))
+				t.row(strconv.FormatInt(ev.IndexVersion, 10), string(ev.Kind), orDash(ev.DocumentID), invalidationVersions(ev),
+					orDash(ev.Group), orDash(strings.TrimSpace(ev.Principal+" "+ev.Change)), strconv.Itoa(ev.RowsRemoved), fmtTime(ev.At))
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -236,4 +237,19 @@ func newDocsInvalidationsCmd(cf *clientFlags) *cobra.Command {
 	cmd.Flags().StringVar(&cursor, "cursor", "", "continue after this cursor")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many (server default 100)")
 	return cmd
+}
+
+// invalidationVersions is the VERSIONS cell of an invalidation: the
+// document version it left and the one it moved to. A deletion moves to no
+// version, and a membership change concerns no document (both versions are
+// zero, which printed as "0→0").
+func invalidationVersions(ev retrieval.Invalidation) string {
+	switch {
+	case ev.Kind == retrieval.DocumentDeleted:
+		return fmt.Sprintf("%d→deleted", ev.OldVersion)
+	case ev.OldVersion == 0 && ev.NewVersion == 0:
+		return "-"
+	default:
+		return fmt.Sprintf("%d→%d", ev.OldVersion, ev.NewVersion)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -26,7 +27,7 @@ func TestDocsCommands(t *testing.T) {
 	if err := os.WriteFile(file, []byte("Runbook: restart the payments worker when the queue backs up."), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out := run("docs", "put", "runbook", "--file", file, "--acl", "group:ops", "--source-uri", "git://ops/runbook.md", "--source-version", "abc123"); !strings.Contains(out, "created runbook version 1: 1 chunks") {
+	if out := run("docs", "put", "runbook", "--file", file, "--acl", "group:ops", "--source-uri", "git://ops/runbook.md", "--source-version", "abc123"); !strings.Contains(out, "created runbook version 1: 1 chunk,") {
 		t.Fatalf("put: %s", out)
 	}
 	if out := run("docs", "retrieve", "payments queue", "--principal", "user:ann"); !strings.Contains(out, "0 hits") {
@@ -58,6 +59,17 @@ func TestDocsCommands(t *testing.T) {
 	for _, kind := range []string{"membership_changed", "document_replaced", "document_deleted"} {
 		if !strings.Contains(out, kind) {
 			t.Fatalf("invalidations lack %s:\n%s", kind, out)
+		}
+	}
+	// VERSIONS is the document version left and the one moved to; a
+	// membership change concerns no document (it showed "0→0").
+	for _, line := range []string{
+		`(?m)^\d+\s+membership_changed\s+-\s+-\s+ops\s+user:ann added\s`,
+		`(?m)^\d+\s+document_replaced\s+runbook\s+1→2\s+-\s+-\s`,
+		`(?m)^\d+\s+document_deleted\s+runbook\s+2→deleted\s+-\s+-\s`,
+	} {
+		if !regexp.MustCompile(line).MatchString(out) {
+			t.Fatalf("invalidations lack a line matching %s:\n%s", line, out)
 		}
 	}
 	if _, _, err := execute(t, ctx, append([]string{"docs", "rm", "runbook"}, conn...)...); err == nil || !strings.Contains(err.Error(), "document-not-found") {

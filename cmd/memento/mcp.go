@@ -34,7 +34,8 @@ stdout; logs go to stderr. Every tool acts as --tenant and --user: whoever
 writes the client config binds the connection, never the model.
 
 The backends are chosen as for serve (embedded SQLite in --data by default,
---postgres, --redis). The HTTP server serves the same tools at /mcp.`,
+--postgres, --redis). The HTTP server serves the same tools at /mcp. Every
+flag has an environment variable; a flag on the command line wins.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b := mcp.Binding{

@@ -88,7 +88,7 @@ func printWrite(cmd *cobra.Command, cf *clientFlags, r memory.AddResult) error {
 	case r.Superseded != "":
 		fmt.Fprintf(out, "supersedes %s\n", r.Superseded)
 	case r.MergedInto != "":
-		fmt.Fprintf(out, "an exact duplicate: merged into %s (seen %d times)\n", r.MergedInto, c.Confirmations)
+		fmt.Fprintf(out, "an exact duplicate: merged into %s (seen %s)\n", r.MergedInto, plural(c.Confirmations, "time", "times"))
 	}
 	if r.Reason != "" {
 		fmt.Fprintln(out, r.Reason)
@@ -297,7 +297,7 @@ func newMemorySearchCmd(cf *clientFlags) *cobra.Command {
 			if err := t.flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "mode %s, %d hits\n", res.Mode, len(res.Items))
+			fmt.Fprintf(out, "mode %s, %s\n", res.Mode, plural(len(res.Items), "hit", "hits"))
 			return nil
 		},
 	}
@@ -381,7 +381,7 @@ func newMemoryForgetCmd(cf *clientFlags) *cobra.Command {
 			if rec.Namespace != "" {
 				scope = "namespace " + rec.Namespace
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "forgot %d claims of %s in %s (%d tombstones; record %s)\n", rec.Claims, rec.SubjectID, scope, rec.Tombstones, rec.ForgetID)
+			fmt.Fprintf(cmd.OutOrStdout(), "forgot %s of %s in %s (%s; record %s)\n", plural(rec.Claims, "claim", "claims"), rec.SubjectID, scope, plural(rec.Tombstones, "tombstone", "tombstones"), rec.ForgetID)
 			return nil
 		},
 	}
@@ -471,7 +471,7 @@ skipped, with the reason.`,
 			if res.Applied {
 				verb = "applied"
 			}
-			fmt.Fprintf(out, "%d candidates, %d messages skipped, by %s: %s\n", len(res.Items), len(res.Skipped), res.Extractor, verb)
+			fmt.Fprintf(out, "%s, %s skipped, by %s: %s\n", plural(len(res.Items), "candidate", "candidates"), plural(len(res.Skipped), "message", "messages"), res.Extractor, verb)
 			return nil
 		},
 	}
@@ -524,12 +524,12 @@ func newMemoryProfileCmd(cf *clientFlags) *cobra.Command {
 			if cf.asJSON {
 				return printJSON(out, p)
 			}
-			fmt.Fprintf(out, "%s: %d claims, %d tokens (%s)\n", p.SubjectID, p.Claims, p.Tokens, p.Tokenizer)
+			fmt.Fprintf(out, "%s: %s, %s (%s)\n", p.SubjectID, plural(p.Claims, "claim", "claims"), plural(p.Tokens, "token", "tokens"), p.Tokenizer)
 			for _, ns := range p.Namespaces {
 				fmt.Fprintf(out, "\n[%s] %d tokens\n%s", ns.Namespace, ns.Tokens, ns.Text)
 			}
 			if p.Truncated {
-				fmt.Fprintf(out, "\n%d claims left out\n", p.Omitted)
+				fmt.Fprintf(out, "\n%s left out\n", plural(p.Omitted, "claim", "claims"))
 			}
 			return nil
 		},

@@ -103,11 +103,11 @@ func TestMemoryCommands(t *testing.T) {
 	}
 	// With the offline hashing embedder a search runs full text unless told otherwise.
 	out = run("memory", "search", "petersburg", "--subject", "u1")
-	if !strings.Contains(out, "Saint Petersburg") || !strings.Contains(out, "mode fulltext, 1 hits") {
+	if !strings.Contains(out, "Saint Petersburg") || !strings.Contains(out, "mode fulltext, 1 hit\n") {
 		t.Fatalf("search:\n%s", out)
 	}
 	out = run("memory", "search", "petersburg", "--subject", "u1", "--mode", "hybrid")
-	if !strings.Contains(out, "Saint Petersburg") || !strings.Contains(out, "mode hybrid, 1 hits") {
+	if !strings.Contains(out, "Saint Petersburg") || !strings.Contains(out, "mode hybrid, 1 hit\n") {
 		t.Fatalf("search --mode hybrid:\n%s", out)
 	}
 

@@ -50,7 +50,7 @@ together apply every file once. Redis (sessions) needs none.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: schema at %s (%d migrations applied)\n", name, strings.TrimSuffix(latest, ".sql"), n)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: schema at %s (%s applied)\n", name, strings.TrimSuffix(latest, ".sql"), plural(n, "migration", "migrations"))
 			return nil
 		},
 	}

@@ -58,8 +58,15 @@ func newRootCmd() *cobra.Command {
 		newModelsCmd(),
 		newMigrateCmd(),
 	)
+	// Cobra adds help and completion when it executes; added now, the walks
+	// below give them the same argument errors as the rest.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
+	explainArgErrors(root)
 	root.PersistentPreRunE = refuseNegativeCounts
+	root.Version = buildVersion()
+	root.SetVersionTemplate(versionLine() + "\n")
 	return root
 }
 
@@ -86,23 +93,31 @@ func refuseNegativeCounts(cmd *cobra.Command, _ []string) error {
 	return err
 }
 
-// refuseUnknownSubcommands makes every command group that only holds
-// subcommands fail on an argument it does not know. Cobra would print the
-// group's help and exit 0, so a mistyped "memento runs get" looked like success.
+// refuseUnknownSubcommands makes every command group fail on an argument
+// it does not know, naming the nearest command. Cobra would print the
+// group's help and exit 0, so a mistyped "memento runs get" looked like
+// success, and it suggests only at the root. No group takes arguments of
+// its own; one that runs itself (bench, workflows) keeps its RunE.
 func refuseUnknownSubcommands(cmd *cobra.Command) {
 	for _, c := range cmd.Commands() {
 		refuseUnknownSubcommands(c)
 	}
-	if !cmd.HasSubCommands() || cmd.Runnable() {
+	if !cmd.HasSubCommands() {
 		return
 	}
 	cmd.Args = func(c *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return fmt.Errorf("unknown command %q for %q; run '%s --help' for the list", args[0], c.CommandPath(), c.CommandPath())
+		if len(args) == 0 {
+			return nil
 		}
-		return nil
+		hint := fmt.Sprintf("run '%s --help' for the list", c.CommandPath())
+		if near := closestCommands(c, args[0]); len(near) > 0 {
+			hint = fmt.Sprintf("did you mean '%s'? (%s)", strings.Join(near, "' or '"), hint)
+		}
+		return fmt.Errorf("unknown command %q for %q; %s", args[0], c.CommandPath(), hint)
 	}
-	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	if !cmd.Runnable() {
+		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
 }
 
 // clientFlags are the flags of every command group that talks to a server.
@@ -135,11 +150,26 @@ func (f *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
 // variable if set, else the default. Secrets never appear as flag defaults,
 // so --help cannot print them.
 func flagOrEnv(cmd *cobra.Command, flag, value, env, def string) string {
-	if f := cmd.Flags().Lookup(flag); f != nil && f.Changed {
-		return value
+	if f := cmd.Flags().Lookup(flag); f != nil {
+		noteEnv(f, env)
+		if f.Changed {
+			return value
+		}
 	}
 	if v, ok := os.LookupEnv(env); ok && strings.TrimSpace(v) != "" {
 		return strings.TrimSpace(v)
 	}
 	return def
+}
+
+// envAnnotation notes on a flag the environment variable flagOrEnv read it
+// from, so a test can check that every flag whose help names a variable is
+// resolved through it.
+const envAnnotation = "memento-env"
+
+func noteEnv(f *pflag.Flag, env string) {
+	if f.Annotations == nil {
+		f.Annotations = map[string][]string{}
+	}
+	f.Annotations[envAnnotation] = []string{env}
 }

@@ -81,6 +81,8 @@ func newRunsShowCmd(cf *clientFlags) *cobra.Command {
 		Use:   "show RUN_ID",
 		Short: "Show a run and its state",
 		Args:  cobra.ExactArgs(1),
+		// "get" is what other CLIs call it.
+		SuggestFor: []string{"get"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {

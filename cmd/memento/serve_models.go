@@ -27,6 +27,7 @@ const (
 	envModelAPIKey    = "MEMENTO_MODEL_API_KEY"
 	envEmbeddingModel = "MEMENTO_EMBEDDING_MODEL"
 	envChatModel      = "MEMENTO_CHAT_MODEL"
+	envModelProvider  = "MEMENTO_MODEL_PROVIDER"
 )
 
 type modelFlags struct {
@@ -40,7 +41,7 @@ func addModelFlags(cmd *cobra.Command, f *modelFlags) {
 	fl.StringVar(&f.modelURL, "model-url", "", "base URL of the OpenAI-compatible model server, e.g. https://api.openai.com or http://127.0.0.1:11434 (env "+envModelURL+"; its key comes from "+envModelAPIKey+")")
 	fl.StringVar(&f.embeddingModel, "embedding-model", "text-embedding-3-small", "embedding model for --embedder openai (env "+envEmbeddingModel+")")
 	fl.StringVar(&f.chatModel, "chat-model", "gpt-4o-mini", "chat model for --extractor llm (env "+envChatModel+")")
-	fl.StringVar(&f.provider, "model-provider", "openai", "names the model server in the stored embedding model identity (openai, ollama, vllm, tei...): the same model name elsewhere may be other weights")
+	fl.StringVar(&f.provider, "model-provider", "openai", "names the model server in the stored embedding model identity (openai, ollama, vllm, tei...): the same model name elsewhere may be other weights (env "+envModelProvider+")")
 }
 
 // memoryOptions builds the memory providers the flags name.
@@ -86,7 +87,7 @@ func memoryOptions(cmd *cobra.Command, f modelFlags) (memory.Options, error) {
 		if err != nil {
 			return o, err
 		}
-		e, err := c.NewEmbedder(openai.EmbedderConfig{Model: flagOrEnv(cmd, "embedding-model", f.embeddingModel, envEmbeddingModel, f.embeddingModel), Provider: f.provider})
+		e, err := c.NewEmbedder(openai.EmbedderConfig{Model: flagOrEnv(cmd, "embedding-model", f.embeddingModel, envEmbeddingModel, f.embeddingModel), Provider: flagOrEnv(cmd, "model-provider", f.provider, envModelProvider, f.provider)})
 		if err != nil {
 			return o, fmt.Errorf("embedder openai: %w", err)
 		}

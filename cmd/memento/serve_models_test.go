@@ -54,4 +54,10 @@ func TestServeModelFlags(t *testing.T) {
 	if !strings.HasPrefix(o.Extractor.Name(), "llm:") {
 		t.Fatalf("llm extractor name = %s", o.Extractor.Name())
 	}
+	// The provider comes from the environment too (it had no variable).
+	t.Setenv(envModelProvider, "ollama")
+	f, cmd = parse("--embedder", "openai", "--model-url", fake.URL, "--embedding-model", "m1")
+	if o, err = memoryOptions(cmd, f); err != nil || !strings.HasPrefix(o.Embedder.Model(), "ollama:m1") {
+		t.Fatalf("%s=ollama: %v, model %v", envModelProvider, err, o.Embedder)
+	}
 }

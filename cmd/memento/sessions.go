@@ -90,6 +90,8 @@ func newSessionsShowCmd(cf *clientFlags) *cobra.Command {
 		Use:   "show SESSION_ID --user USER_ID",
 		Short: "Show a session: state, summary and its latest messages",
 		Args:  cobra.ExactArgs(1),
+		// "get" is what other CLIs call it.
+		SuggestFor: []string{"get"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := sessionClient(cmd, cf, user)
 			if err != nil {
@@ -169,7 +171,7 @@ func newSessionsRmCmd(cf *clientFlags) *cobra.Command {
 			if cf.asJSON {
 				return printJSON(cmd.OutOrStdout(), s)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "closed %s (revision %d, %d messages)\n", s.SessionID, s.Revision, s.MessageCount)
+			fmt.Fprintf(cmd.OutOrStdout(), "closed %s (revision %d, %s)\n", s.SessionID, s.Revision, plural(s.MessageCount, "message", "messages"))
 			return nil
 		},
 	}

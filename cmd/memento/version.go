@@ -16,10 +16,45 @@ func buildVersion() string {
 	if version != "" {
 		return version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	bi, ok := debug.ReadBuildInfo()
+	return versionOf(bi, ok)
+}
+
+// versionOf is the version a build reports: the module version when it was
+// built as a module (go install ...@v1.2.3), else the VCS revision it was
+// built from, marked when the tree had uncommitted changes, else "devel".
+func versionOf(bi *debug.BuildInfo, ok bool) string {
+	if !ok || bi == nil {
+		return "devel"
 	}
-	return "(devel)"
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev string
+	var modified bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if modified {
+		rev += "+modified"
+	}
+	return rev
+}
+
+// versionLine is what both `memento version` and `memento --version` print.
+func versionLine() string {
+	return fmt.Sprintf("memento %s (%s %s/%s)", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 func newVersionCmd() *cobra.Command {
@@ -33,7 +68,7 @@ func newVersionCmd() *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(out).Encode(map[string]string{"version": buildVersion(), "go": runtime.Version()})
 			}
-			_, err := fmt.Fprintf(out, "memento %s (%s %s/%s)\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintln(out, versionLine())
 			return err
 		},
 	}
