@@ -346,7 +346,7 @@ func (v *Verifier) check(ctx context.Context, req Request, dry bool) (Result, er
 		}
 		res.Checks[3].Detail = fmt.Sprintf("migrated v%d -> v%d", from, r.StateSchemaVersion)
 	}
-	payload, _ := json.Marshal(map[string]any{"owner": l.Owner, "epoch": l.Epoch, "checks": res.Checks})
+	payload := eventPayload(map[string]any{"owner": l.Owner, "epoch": l.Epoch}, res.Checks, v.Runs.MaxStateBytes())
 	nr, _, err := v.Runs.Commit(ctx, req.TenantID, req.RunID, run.CommitRequest{
 		ExpectedRevision: r.StateRevision, Lease: l, Status: run.StatusRunning,
 		Event: run.EventInput{EventType: EventVerified, Payload: payload},
@@ -377,7 +377,7 @@ func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Ru
 		}
 		return res, fmt.Errorf("run %s: %w: %s", req.RunID, ErrRefused, res.Reason)
 	}
-	payload, _ := json.Marshal(map[string]any{"failed_check": name, "detail": detail, "checks": res.Checks})
+	payload := eventPayload(map[string]any{"failed_check": name, "detail": detail}, res.Checks, v.Runs.MaxStateBytes())
 	nr, _, err := v.Runs.Commit(ctx, req.TenantID, req.RunID, run.CommitRequest{
 		ExpectedRevision: r.StateRevision, Lease: l, Status: run.StatusSuspended, StatusReason: res.Reason,
 		Event: run.EventInput{EventType: EventRefused, Payload: payload},
@@ -392,6 +392,33 @@ func (v *Verifier) refuse(ctx context.Context, req Request, res Result, r run.Ru
 	}
 	res.Lease = run.Lease{}
 	return res, fmt.Errorf("run %s: %w: %s", req.RunID, ErrRefused, res.Reason)
+}
+
+// eventPayload encodes the payload of a resume event: its fields and
+// every check's outcome. Under a small state limit (a payload is held to it
+// like any event's) the checks, which the caller's answer carries anyway,
+// are left out first, then a "detail" field is cut, with its full length
+// recorded, so that the resume is always recorded rather than refused with
+// a 413, or a refused run left unsuspended.
+func eventPayload(fields map[string]any, checks []Check, limit int) json.RawMessage {
+	fields["checks"] = checks
+	if b, err := json.Marshal(fields); err == nil && len(b) <= limit {
+		return b
+	}
+	delete(fields, "checks")
+	fields["checks_omitted"] = true
+	b, _ := json.Marshal(fields)
+	detail, ok := fields["detail"].(string)
+	if len(b) <= limit || !ok {
+		return b
+	}
+	fields["detail_bytes"] = len(detail)
+	for cut := len(detail) / 2; ; cut /= 2 {
+		fields["detail"] = strings.ToValidUTF8(detail[:cut], "")
+		if b, _ = json.Marshal(fields); len(b) <= limit || cut == 0 {
+			return b
+		}
+	}
 }
 
 // refuseDry answers a refusal found by the dry pass: nothing was taken, so

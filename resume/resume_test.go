@@ -351,3 +351,50 @@ func TestResumeChainIncremental(t *testing.T) {
 		})
 	}
 }
+
+// Under a small state limit the resume events still fit: the checks (in
+// the caller's answer anyway) are left out of their payloads, so a refusal
+// still suspends the run and a passing resume is still recorded, instead
+// of both failing as too large.
+func TestResumeEventsFitSmallStateLimit(t *testing.T) {
+	const limit = 400
+	mem := memstore.New()
+	f := fixture{db: &divergent{Store: mem}, ops: toolop.NewService(mem, nil)}
+	f.runs = run.NewService(f.db, run.Options{MaxStateBytes: limit})
+	f.v = &resume.Verifier{Runs: f.runs, Ops: f.ops}
+	ctx := context.Background()
+	lastPayload := func(id, eventType string) map[string]any {
+		t.Helper()
+		evs, err := f.runs.Events(ctx, "t1", id, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := evs[len(evs)-1]
+		var p map[string]any
+		if last.EventType != eventType || json.Unmarshal(last.Payload, &p) != nil || len(last.Payload) > limit {
+			t.Fatalf("last event of %s: %s %s, want %s within %d bytes", id, last.EventType, last.Payload, eventType, limit)
+		}
+		return p
+	}
+
+	before := f.newRun(t, "small-refused", control.Record{Artifacts: []control.ArtifactRef{{URI: "s3://b/k", Digest: "sha256:1"}}})
+	res, err := f.v.Resume(ctx, resume.Request{TenantID: "t1", RunID: "small-refused", Owner: "w1", LeaseTTL: time.Minute, SuspendOnRefusal: true})
+	if !errors.Is(err, resume.ErrRefused) || res.FailedCheck != resume.CheckArtifacts || len(res.Checks) == 0 {
+		t.Fatalf("resume: %v %q %d checks", err, res.FailedCheck, len(res.Checks))
+	}
+	r, _ := f.runs.Get(ctx, "t1", "small-refused")
+	if r.Status != run.StatusSuspended || r.StateRevision != before.StateRevision+1 || r.LeaseOwner != "" {
+		t.Fatalf("after refusal: %s rev %d lease %q, want suspended at rev %d", r.Status, r.StateRevision, r.LeaseOwner, before.StateRevision+1)
+	}
+	if p := lastPayload("small-refused", resume.EventRefused); p["failed_check"] != resume.CheckArtifacts || p["checks_omitted"] != true {
+		t.Fatalf("refusal payload %v", p)
+	}
+
+	f.newRun(t, "small-ok", control.Record{})
+	if res, err := f.resume("small-ok"); err != nil || res.Run.Status != run.StatusRunning || len(res.Checks) == 0 {
+		t.Fatalf("resume: %+v %v", res, err)
+	}
+	if p := lastPayload("small-ok", resume.EventVerified); p["owner"] != "w1" || p["checks_omitted"] != true {
+		t.Fatalf("verified payload %v", p)
+	}
+}

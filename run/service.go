@@ -62,6 +62,9 @@ func NewService(store Store, opts Options) *Service {
 // Registry returns the migration registry in use.
 func (s *Service) Registry() *Registry { return s.reg }
 
+// MaxStateBytes is the size limit of a state and of an event payload.
+func (s *Service) MaxStateBytes() int { return s.maxState }
+
 // Store returns the underlying store.
 func (s *Service) Store() Store { return s.store }
 
