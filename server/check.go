@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -150,6 +151,11 @@ func (s *Server) checkUnreadBody(w http.ResponseWriter, r *http.Request, rt *Rou
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
+		// Too large is 413 here as on every route that reads its body.
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return newError(problem.RequestTooLarge, fmt.Sprintf("the request body exceeds %d bytes", mbe.Limit))
+		}
 		return badRequest("read the body: %v", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
