@@ -779,6 +779,19 @@ func (s *Service) DeclareNamespace(ctx context.Context, ns Namespace) (Namespace
 	if ns.TTL < 0 {
 		return Namespace{}, fmt.Errorf("%w: ttl must not be negative", ErrInvalidInput)
 	}
+	if ns.Personal {
+		// Claims written before the namespace became personal have no
+		// consent basis; declaring it personal over them would keep serving
+		// what the policy now forbids. They go first, by the caller's choice.
+		n, err := s.store.Unconsented(ctx, ns.TenantID, ns.Name)
+		if err != nil {
+			return Namespace{}, fmt.Errorf("declare namespace %s: %w", ns.Name, err)
+		}
+		if n > 0 {
+			return Namespace{}, fmt.Errorf("namespace %s holds %d current %s without a consent basis; invalidate or forget %s before declaring it personal: %w",
+				ns.Name, n, plural(n, "claim", "claims"), plural(n, "it", "them"), ErrNoConsent)
+		}
+	}
 	if err := s.store.PutNamespace(ctx, ns); err != nil {
 		return Namespace{}, fmt.Errorf("declare namespace %s: %w", ns.Name, err)
 	}
@@ -903,4 +916,12 @@ func backoff(ctx context.Context, attempt int) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// plural is one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -278,6 +278,32 @@ func TestPolicy(t *testing.T) {
 	add(t, s, "t2", memory.AddInput{SubjectID: "u1", Namespace: "personal", Key: "home.city", Value: str("Paris")})
 }
 
+// A namespace that held claims without consent cannot become personal
+// while they are served: declaring it so is refused, naming how many, and
+// changes nothing; once they are invalidated it is taken.
+func TestPersonalOverUnconsentedClaims(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)})
+	c := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Namespace: "health", Key: "allergy", Value: str("peanuts"), Provenance: prov()})
+	_, err := s.DeclareNamespace(ctx, memory.Namespace{TenantID: "t1", Name: "health", Personal: true})
+	if !errors.Is(err, memory.ErrNoConsent) || !strings.Contains(err.Error(), "holds 1 current claim without a consent basis") {
+		t.Fatalf("declaring personal over an unconsented claim: %v, want ErrNoConsent naming it", err)
+	}
+	if ns, _ := s.Namespace(ctx, "t1", "health"); ns.Personal {
+		t.Fatalf("a refused declaration changed the namespace: %+v", ns)
+	}
+	// Another tenant's claims are not this tenant's concern.
+	if _, err := s.DeclareNamespace(ctx, memory.Namespace{TenantID: "t2", Name: "health", Personal: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Invalidate(ctx, "t1", c.Claim.MemoryID, "no consent"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeclareNamespace(ctx, memory.Namespace{TenantID: "t1", Name: "health", Personal: true}); err != nil {
+		t.Fatalf("declaring personal once the claim is invalidated: %v", err)
+	}
+}
+
 func TestExpiryInvalidationAndAsOf(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}

@@ -98,6 +98,10 @@ type Store interface {
 	PutNamespace(ctx context.Context, ns Namespace) error
 	GetNamespace(ctx context.Context, tenantID, name string) (Namespace, error)
 
+	// Unconsented counts the tenant's current, unexpired claims in namespace
+	// (any subject) that have no consent basis.
+	Unconsented(ctx context.Context, tenantID, namespace string) (int, error)
+
 	// ProjectionRows counts the subject's rows in every projection (full
 	// text, vectors): what a forget must bring to zero. For tests and audit.
 	ProjectionRows(ctx context.Context, tenantID, subjectID string) (int, error)

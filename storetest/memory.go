@@ -41,6 +41,7 @@ func MemoryStoreSuite(t *testing.T, open func(t *testing.T) memory.Store) {
 		{"SubjectVersion", testMemSubjectVersion},
 		{"Changes", testMemChanges},
 		{"Namespaces", testMemNamespaces},
+		{"Unconsented", testMemUnconsented},
 		{"TenantIsolation", testMemTenantIsolation},
 		{"InsertBatch", testMemInsertBatch},
 		{"ChangesAndGet", testMemChangesAndGet},
@@ -1295,6 +1296,53 @@ func testMemNamespaces(t *testing.T, s memory.Store) {
 	other := newTenant()
 	if got, err := s.GetNamespace(ctx, other, "health"); err != nil || got != (memory.Namespace{TenantID: other, Name: "health"}) {
 		t.Fatalf("another tenant sees the policy: %+v %v", got, err)
+	}
+}
+
+// Unconsented counts only the live claims of the namespace, any subject,
+// that have no consent basis.
+func testMemUnconsented(t *testing.T, s memory.Store) {
+	f := newMfx(t, s)
+	ctx := t.Context()
+	count := func(tenant, ns string) int {
+		t.Helper()
+		n, err := s.Unconsented(ctx, tenant, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(f.tenant, "health"); n != 0 {
+		t.Fatalf("empty namespace: %d unconsented", n)
+	}
+	bare := func(f *mfx, ns, key, value string) memory.Claim {
+		c := f.claim(ns, key, value, key)
+		c.ConsentBasis = ""
+		return c
+	}
+	f.add("health", "allergy", `"nuts"`, "allergy nuts") // consented
+	old := f.insert(bare(f, "health", "diet", `"vegan"`), "", nil)
+	cur := bare(f, "health", "diet", `"vegetarian"`)
+	f.insert(cur, old.MemoryID, nil) // the superseded one no longer counts
+	f.insert(bare(f.other(), "health", "sleep", `"poor"`), "", nil)
+	expired := bare(f, "health", "mood", `"low"`)
+	past := f.base.Add(-time.Minute)
+	expired.ExpiresAt = &past
+	f.insert(expired, "", nil)
+	held := bare(f, "health", "weight", `"70kg"`)
+	held.Status = memory.StatusHeld
+	f.insert(held, "", nil)
+	f.insert(bare(f, "prefs", "color", `"blue"`), "", nil)
+	f.otherTenant().insert(bare(f.otherTenant(), "health", "bp", `"high"`), "", nil)
+	if n := count(f.tenant, "health"); n != 2 {
+		t.Fatalf("%d unconsented in health, want 2 (the current diet and the other subject's sleep)", n)
+	}
+	if _, err := s.Transition(ctx, memory.TransitionParams{TenantID: f.tenant, MemoryID: cur.MemoryID,
+		From: []memory.Status{memory.StatusCurrent}, To: memory.StatusInvalidated, At: f.tick(), Reason: "no consent"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(f.tenant, "health"); n != 1 {
+		t.Fatalf("%d unconsented after invalidating one, want 1", n)
 	}
 }
 

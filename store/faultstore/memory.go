@@ -89,6 +89,10 @@ func (s *Memory) GetNamespace(ctx context.Context, tenantID, name string) (memor
 	return call2(s.in.inject(ctx, "MemoryGetNamespace", tenantID, name), func() (memory.Namespace, error) { return s.inner.GetNamespace(ctx, tenantID, name) })
 }
 
+func (s *Memory) Unconsented(ctx context.Context, tenantID, namespace string) (int, error) {
+	return call2(s.in.inject(ctx, "MemoryUnconsented", tenantID, namespace), func() (int, error) { return s.inner.Unconsented(ctx, tenantID, namespace) })
+}
+
 func (s *Memory) ProjectionRows(ctx context.Context, tenantID, subjectID string) (int, error) {
 	return call2(s.in.inject(ctx, "MemoryProjectionRows", tenantID, subjectID), func() (int, error) { return s.inner.ProjectionRows(ctx, tenantID, subjectID) })
 }

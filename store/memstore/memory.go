@@ -538,6 +538,19 @@ func (m *Memory) GetNamespace(ctx context.Context, tenantID, name string) (memor
 	return memory.Namespace{TenantID: tenantID, Name: name}, nil
 }
 
+// Unconsented implements memory.Store.
+func (m *Memory) Unconsented(ctx context.Context, tenantID, namespace string) (int, error) {
+	m.s.mu.Lock()
+	defer m.s.mu.Unlock()
+	now, n := time.Now(), 0
+	for _, row := range m.s.mem.claims {
+		if c := row.c; c.TenantID == tenantID && c.Namespace == namespace && c.ConsentBasis == "" && c.Live(now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // ProjectionRows implements memory.Store.
 func (m *Memory) ProjectionRows(ctx context.Context, tenantID, subjectID string) (int, error) {
 	m.s.mu.Lock()

@@ -882,6 +882,18 @@ func (db *DB) GetNamespace(ctx context.Context, tenantID, name string) (memory.N
 	return ns, nil
 }
 
+// Unconsented implements memory.Store.
+func (db *DB) Unconsented(ctx context.Context, tenantID, namespace string) (int, error) {
+	var n int
+	err := db.pool.QueryRow(ctx, `SELECT count(*) FROM memory_claims WHERE tenant_id = $1 AND namespace = $2
+		AND status = $3 AND coalesce(consent_basis, '') = '' AND (expires_at IS NULL OR expires_at > now())`,
+		tenantID, namespace, string(memory.StatusCurrent)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count unconsented claims in %s: %w", namespace, err)
+	}
+	return n, nil
+}
+
 // ProjectionRows implements memory.Store.
 func (db *DB) ProjectionRows(ctx context.Context, tenantID, subjectID string) (int, error) {
 	var n int

@@ -861,6 +861,18 @@ func (db *DB) GetNamespace(ctx context.Context, tenantID, name string) (memory.N
 	return ns, nil
 }
 
+// Unconsented implements memory.Store.
+func (db *DB) Unconsented(ctx context.Context, tenantID, namespace string) (int, error) {
+	var n int
+	err := db.rd().QueryRowContext(ctx, `SELECT count(*) FROM memory_claims WHERE tenant_id = ? AND namespace = ?
+		AND status = ? AND coalesce(consent_basis, '') = '' AND (expires_at IS NULL OR expires_at > ?)`,
+		tenantID, namespace, string(memory.StatusCurrent), time.Now().UnixMicro()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count unconsented claims in %s: %w", namespace, err)
+	}
+	return n, nil
+}
+
 // ProjectionRows implements memory.Store. Full-text rows are counted by
 // their scope token, whether or not a claim still points at them.
 func (db *DB) ProjectionRows(ctx context.Context, tenantID, subjectID string) (int, error) {

@@ -95,6 +95,10 @@ func (s Memory) GetNamespace(ctx context.Context, tenantID, name string) (memory
 	return call(ctx, s.T, "MemoryGetNamespace", tenantID, func(ctx context.Context) (memory.Namespace, error) { return s.Store.GetNamespace(ctx, tenantID, name) })
 }
 
+func (s Memory) Unconsented(ctx context.Context, tenantID, namespace string) (int, error) {
+	return call(ctx, s.T, "MemoryUnconsented", tenantID, func(ctx context.Context) (int, error) { return s.Store.Unconsented(ctx, tenantID, namespace) })
+}
+
 func (s Memory) ProjectionRows(ctx context.Context, tenantID, subjectID string) (int, error) {
 	return call(ctx, s.T, "MemoryProjectionRows", tenantID, func(ctx context.Context) (int, error) { return s.Store.ProjectionRows(ctx, tenantID, subjectID) })
 }
