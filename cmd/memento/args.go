@@ -7,6 +7,7 @@ import (
 
 	"github.com/hbollon/go-edlib"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // explainArgErrors wraps the argument check of every leaf command so that a
@@ -160,4 +161,27 @@ func nearSubcommands(c *cobra.Command, typed string) []*cobra.Command {
 		}
 	}
 	return out
+}
+
+// suggestFlag adds the nearest flag of c to an unknown-flag error
+// ("unknown flag: --postgress; did you mean --postgres?"); cobra suggests
+// commands, never flags.
+func suggestFlag(c *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	best, bestD := "", 3 // at most two edits away
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		if d := edlib.LevenshteinDistance(name, f.Name); d < bestD || (d == bestD && f.Name < best) {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		return fmt.Errorf("%w\nUsage: %s", err, c.UseLine())
+	}
+	return fmt.Errorf("%w; did you mean --%s?", err, best)
 }

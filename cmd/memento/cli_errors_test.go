@@ -136,6 +136,24 @@ func TestArgumentCountErrors(t *testing.T) {
 
 // TestUnknownSubcommandSuggests: a mistyped command at any level of the
 // tree fails and names the nearest command.
+// A mistyped flag names the nearest one; one with nothing near shows the usage.
+func TestUnknownFlagSuggests(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--postgress", "x"}, "unknown flag: --postgress; did you mean --postgres?"},
+		{[]string{"runs", "ls", "--limt", "3"}, "unknown flag: --limt; did you mean --limit?"},
+		{[]string{"serve", "--addr", "x"}, "unknown flag: --addr\nUsage: memento serve"},
+	} {
+		_, _, err := execute(t, ctx, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("memento %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
+
 func TestUnknownSubcommandSuggests(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -64,6 +64,7 @@ func newRootCmd() *cobra.Command {
 	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
 	explainArgErrors(root)
+	root.SetFlagErrorFunc(suggestFlag)
 	root.PersistentPreRunE = refuseNegativeCounts
 	root.Version = buildVersion()
 	root.SetVersionTemplate(versionLine() + "\n")
