@@ -28,11 +28,18 @@ const windowRadius = 2
 
 // neighbours is how many items after a chosen question come with it: the
 // answer follows the turn that asked. After a statement the next turn is
-// mostly a reaction, not worth its tokens.
+// mostly a reaction, not worth its tokens, unless the statement is a best
+// hit and the reaction asks about it (bestHits).
 const neighbours = 1
 
 // relevantCandidates bounds how many older items each ranking proposes.
 const relevantCandidates = 400
+
+// bestHits is how many of each full-text ranking's first hits count as its
+// best: the turns the query matches most surely, by their own words or by
+// the words around them. A best hit followed by a question brings that
+// question and its answer (addHistory).
+const bestHits = 3
 
 // Pseudo-relevance feedback: the terms the best feedbackDocs hits share
 // beyond the question's words (feedbackTerms of them) rank a further list,
@@ -371,7 +378,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 	if query != "" && start > 0 {
 		header := "Earlier history relevant to the question (oldest first):"
 		left := budget - used - (tokens.TokensPerMessage + a.counter.Count(string(roleOf(KindHistory))) + a.counter.Count(header+"\n"))
-		ranked, terms, err := b.rankOlder(ctx, h, query, start)
+		ranked, best, terms, err := b.rankOlder(ctx, h, query, start)
 		if err != nil {
 			return err
 		}
@@ -400,6 +407,26 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 			if asksAbout(h.items[i].text, qterms) {
 				for k := 1; k <= neighbours; k++ {
 					take(i + k)
+				}
+			}
+			if !chosen[i] {
+				continue
+			}
+			// The other way round: an answer brings the question it
+			// answers when that question asks about the query (the
+			// answer often leaves the subject to it: "Yes, twice!").
+			if i > 0 && asksAbout(h.items[i-1].text, qterms) {
+				take(i - 1)
+			}
+			// A best hit followed by a question (mostly about it: "What
+			// was it about?") brings that question and its answer: the
+			// detail the query asks for is often given only when asked.
+			// Only for the best hits: for every hit, these pairs crowd
+			// out other hits.
+			if best[i] && i+1 < start && strings.IndexByte(h.items[i+1].text, '?') >= 0 {
+				take(i + 1)
+				if chosen[i+1] {
+					take(i + 2)
 				}
 			}
 		}
@@ -465,8 +492,9 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 
 // rankOlder orders items[:end] by relevance to query: full text, fused with
 // vectors when an embedder is set. Items that match nothing are not ranked.
-// It also returns the query's analysed terms.
-func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end int) ([]int, []string, error) {
+// It also returns the best hits (the first bestHits of each full-text
+// ranking of the query's own terms) and the query's analysed terms.
+func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end int) ([]int, map[int]bool, []string, error) {
 	limit := h.items[end-1].seq
 	keep := func(id string) bool {
 		n, _ := strconv.ParseInt(id, 10, 64)
@@ -477,6 +505,9 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 	first := h.index.SearchTerms(terms, relevantCandidates, keep)
 	lists := [][]search.Ranked{first, h.windows.SearchTerms(terms, relevantCandidates, keep)}
 	weights := []float64{1, 1}
+	// own holds the rankings of the query's own terms in full text (not
+	// the feedback terms, nor vectors): the ones bestHits are taken from.
+	own := [][]search.Ranked{lists[0], lists[1]}
 	if len(first) > 0 {
 		top := make([]string, 0, feedbackDocs)
 		for _, r := range first[:min(feedbackDocs, len(first))] {
@@ -489,11 +520,11 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 	}
 	if b.src.Embedder != nil {
 		if err := h.embed(ctx, b.src.Embedder); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		qv, err := b.src.Embedder.Embed(ctx, []string{query})
 		if err != nil || len(qv) != 1 {
-			return nil, nil, fmt.Errorf("embed query: %w", err)
+			return nil, nil, nil, fmt.Errorf("embed query: %w", err)
 		}
 		vs := h.vectors.Search(qv[0], relevantCandidates, func(id string, _ search.Meta) bool { return keep(id) })
 		for i, v := range vs {
@@ -516,6 +547,7 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 		}
 		lists = append(lists, h.index.SearchTerms(terms, relevantCandidates, keepNamed), h.windows.SearchTerms(terms, relevantCandidates, keepNamed))
 		weights = append(weights, 1, 1)
+		own = append(own, lists[len(lists)-2:]...)
 	}
 	fused := search.RRF(search.RRFK, weights, lists...)
 	pos := make(map[int64]int, end)
@@ -529,7 +561,16 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 			out = append(out, i)
 		}
 	}
-	return out, terms, nil
+	best := map[int]bool{}
+	for _, l := range own {
+		for _, r := range l[:min(bestHits, len(l))] {
+			n, _ := strconv.ParseInt(r.ID, 10, 64)
+			if i, ok := pos[n]; ok {
+				best[i] = true
+			}
+		}
+	}
+	return out, best, terms, nil
 }
 
 func (h *history) embed(ctx context.Context, e llm.Embedder) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/mementohq/memento/contextbuild"
@@ -132,5 +133,83 @@ func TestQuestionSpelledOtherwise(t *testing.T) {
 	}
 	if src := f.firstOlder(t, id, "Who preformed at the fundriaser?"); !slices.Contains(src, "seq:122") {
 		t.Fatalf("the first older turn is %v, not the fundraiser (seq:122)", src)
+	}
+}
+
+// entryOrder returns the first n older turns to enter the context as the
+// budget grows, in the order they enter.
+func (f *fixture) entryOrder(t *testing.T, runID, query string, n int) []string {
+	t.Helper()
+	var order []string
+	for budget := 100; budget < 3000 && len(order) < n; budget += 2 {
+		res, err := f.b.Build(context.Background(), tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: budget, RunID: runID, Query: query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range historySources(t, res) {
+			if !slices.Contains(order, s) {
+				order = append(order, s)
+			}
+		}
+	}
+	return order
+}
+
+// decoys makes n filler turns from at on match the query (they hold words)
+// better than a long turn that mentions it once, and cost more tokens than
+// any turn a test watches, so no budget holds a watched turn without one
+// of them unless a rule brings it first.
+func decoys(texts []string, at, n int, words string) []string {
+	var seqs []string
+	for i := at; i < at+n; i++ {
+		texts[i] += " " + words + " " + texts[i]
+		seqs = append(seqs, "seq:"+strconv.Itoa(i+2))
+	}
+	return seqs
+}
+
+// before tells whether every one of want enters (order, from entryOrder)
+// before any of others.
+func before(order, want, others []string) bool {
+	for _, s := range order {
+		if slices.Contains(others, s) {
+			return false
+		}
+		want = slices.DeleteFunc(slices.Clone(want), func(w string) bool { return w == s })
+		if len(want) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAnswerBringsItsQuestion: an answer that matches the query brings the
+// turn before it when that turn asks about the query, ahead of turns that
+// match the query better than the question does.
+func TestAnswerBringsItsQuestion(t *testing.T) {
+	f := newFixture(t)
+	texts := fillerTexts(300, 16)
+	texts[60] = texts[60] + " How did the course go?"
+	texts[61] = "Murano was unforgettable, the glassblowing was hard."
+	others := decoys(texts, 150, 30, "I enjoyed the course.")
+	id := f.runWith(t, texts)
+	if o := f.entryOrder(t, id, "Did Bob enjoy the glassblowing course in Murano?", 10); !before(o, []string{"seq:63", "seq:62"}, others) {
+		t.Fatalf("the answer (seq:63) did not bring its question (seq:62) ahead of the decoys (seq:152-181): %v", o)
+	}
+}
+
+// TestBestHitBringsFollowUp: the best hit, followed by a question about
+// it, brings that question and the answer after it, ahead of turns that
+// match the query, though neither shares a word with it.
+func TestBestHitBringsFollowUp(t *testing.T) {
+	f := newFixture(t)
+	texts := fillerTexts(300, 17)
+	texts[60] = "I finally took the glassblowing course in Murano."
+	texts[61] = "Oh wow, what did you make there? " + texts[61]
+	texts[62] = "A blue vase with a twisted stem. " + texts[62]
+	others := decoys(texts, 150, 30, "I enjoyed the glassblowing course.")
+	id := f.runWith(t, texts)
+	if o := f.entryOrder(t, id, "What did Ann make at the glassblowing course in Murano?", 10); !before(o, []string{"seq:62", "seq:63", "seq:64"}, others) {
+		t.Fatalf("the best hit (seq:62) did not bring the question after it and its answer (seq:63, seq:64) ahead of the decoys (seq:152-181): %v", o)
 	}
 }
