@@ -20,6 +20,7 @@ import (
 	"github.com/mementohq/memento/pii"
 	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/search"
 	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/store/sqlite"
@@ -246,8 +247,12 @@ func New(st Stores, o Options) (*Engine, error) {
 		e.Retrieval = retrieval.NewService(svc.Retrieval, o.Retrieval)
 		src.Retriever = retrieval.ContextSource{Service: e.Retrieval}
 	}
-	// History is ranked by full text only: the offline hashing vectors
-	// lowered the evidence a LoCoMo context holds (bench context).
+	// Older history is ranked by full text, and by meaning too when the
+	// configured embedder knows meanings: the offline hashing vectors
+	// (lexical) lowered the evidence a LoCoMo context holds (bench context).
+	if emb := o.Memory.Embedder; emb != nil && !search.IsLexical(emb) {
+		src.Embedder = emb
+	}
 	e.Context = contextbuild.New(src)
 	seen := map[any]bool{}
 	for i, s := range []any{st.Runs, st.Ops, st.Sessions, st.Vault} {
