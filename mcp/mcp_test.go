@@ -160,6 +160,12 @@ func TestSessionTools(t *testing.T) {
 			t.Fatalf("patch: %v", p)
 		}
 		fails(t, call(t, cs, "session_patch", map[string]any{"session_id": "s1", "patch": map[string]any{"step": "x"}, "expected_revision": 1}), "precondition-failed", "stale patch")
+		// A TTL past the maximum is refused, even one whose Duration would
+		// overflow into a short TTL; nothing is written.
+		for _, ttl := range []int64{604801, 18446744074, 9223372037} {
+			fails(t, call(t, cs, "session_put", map[string]any{"session_id": "s-ttl", "state": map[string]any{}, "ttl_seconds": ttl}), "invalid-request", "huge ttl")
+		}
+		fails(t, call(t, cs, "session_get", map[string]any{"session_id": "s-ttl"}), "session-not-found", "get after refused puts")
 		a := ok(t, call(t, cs, "message_append", map[string]any{"session_id": "s1", "messages": []map[string]any{{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}}}), "append")
 		if ms := a["messages"].([]any); len(ms) != 2 || ms[1].(map[string]any)["seq"].(float64) != 2 {
 			t.Fatalf("append: %v", a)

@@ -97,8 +97,10 @@ func (t *toolset) sessionTools(srv *gomcp.Server) {
 			if err != nil {
 				return nil, err
 			}
-			if in.TTLSeconds < 0 {
-				return nil, invalid("ttl_seconds must not be negative")
+			// Bounded before it becomes a Duration, which a large count of
+			// seconds would overflow into a short or negative TTL.
+			if maxTTL := int64(svc.Options().MaxTTL / time.Second); in.TTLSeconds < 0 || in.TTLSeconds > maxTTL {
+				return nil, invalid("ttl_seconds must be between 0 and %d (0 is the server default)", maxTTL)
 			}
 			s, created, err := svc.Put(ctx, c.Tenant, in.SessionID, session.PutRequest{UserID: c.User, State: st, TTL: time.Duration(in.TTLSeconds) * time.Second})
 			if err != nil {

@@ -303,8 +303,11 @@ func TestSessionAppendIdempotencyKey(t *testing.T) {
 		if len(b.Messages) != 1 || b.Messages[0].Seq != a.Messages[0].Seq || b.Messages[0].Content != a.Messages[0].Content || !b.Replayed {
 			t.Fatalf("the retry answers %s, want the first append's message %s", again.body, first.body)
 		}
-		expectProblem(t, e.do(t, "POST", "/v1/sessions/s/messages?user_id=u", `{"messages":[{"role":"user","content":"refund order 8"}]}`,
+		p := expectProblem(t, e.do(t, "POST", "/v1/sessions/s/messages?user_id=u", `{"messages":[{"role":"user","content":"refund order 8"}]}`,
 			auth(writerKey, "Idempotency-Key", "append-1")), http.StatusUnprocessableEntity, problem.IdempotencyMismatch)
+		if n := strings.Count(p.Detail, "append to session"); n != 1 || !strings.Contains(p.Detail, `"append-1"`) {
+			t.Fatalf("detail %q: want the session named once and the key", p.Detail)
+		}
 		// The Go client, and a plain append under no key, append.
 		r, err := e.c.AppendMessagesKeyed(ctx, "s", "u", "append-1", session.MessageInput{Role: "user", Content: "refund order 7 to jane@example.com"})
 		if err != nil || !r.Replayed {

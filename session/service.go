@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -528,16 +529,21 @@ func (s *Service) AppendKeyed(ctx context.Context, tenantID, sessionID, userID s
 			return fail(fmt.Errorf("%w: message %d has %d bytes after personal data was replaced by references, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes))
 		}
 	}
+	op := fmt.Sprintf("append to session %s", sessionID)
 	if key == "" {
 		res, err := s.store.Append(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages)
 		if err != nil {
-			return fail(wrapOnce(fmt.Sprintf("append to session %s", sessionID), err))
+			return fail(wrapOnce(op, err))
 		}
 		return res, nil
 	}
 	res, replay, err := s.store.AppendKeyed(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages, AppendKey{Key: key, Digest: messagesDigest(msgs)})
 	if err != nil {
-		return fail(wrapOnce(fmt.Sprintf("append to session %s under idempotency key %q", sessionID, key), err))
+		// The key goes in once, beside the session the store may have named.
+		if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), op+":") {
+			err = u
+		}
+		return fail(fmt.Errorf("%s under idempotency key %q: %w", op, key, err))
 	}
 	if replay == nil {
 		return res, nil
