@@ -73,15 +73,16 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 	if s.opts.Extractor == nil {
 		return ExtractResult{}, ErrNoExtractor
 	}
-	if err := checkID("subject_id", in.SubjectID); err != nil {
+	if err := checkPathID("subject_id", in.SubjectID); err != nil {
 		return ExtractResult{}, err
 	}
 	if in.Namespace == "" {
 		in.Namespace = DefaultNamespace
 	}
-	if err := checkID("namespace", in.Namespace); err != nil {
+	if err := checkPathID("namespace", in.Namespace); err != nil {
 		return ExtractResult{}, err
 	}
+	in.Namespace = NormalizeNamespace(in.Namespace)
 	if len(in.Messages) == 0 || len(in.Messages) > MaxExtractMessages {
 		return ExtractResult{}, fmt.Errorf("%w: give 1 to %d messages", ErrInvalidInput, MaxExtractMessages)
 	}

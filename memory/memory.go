@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Status is where a claim stands. Expiry is not a status: a current claim
@@ -207,7 +209,7 @@ func writeCanonical(b *bytes.Buffer, v any) {
 		}
 		b.WriteByte(']')
 	case string:
-		s, _ := json.Marshal(strings.Join(strings.Fields(strings.ToLower(x)), " "))
+		s, _ := json.Marshal(norm.NFC.String(strings.Join(strings.Fields(strings.ToLower(x)), " ")))
 		b.Write(s)
 	case json.Number:
 		b.WriteString(canonicalNumber(string(x)))

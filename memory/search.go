@@ -73,6 +73,7 @@ func (s *Service) Search(ctx context.Context, tenantID string, q SearchQuery) (S
 		if err := checkID("namespace", q.Namespace); err != nil {
 			return SearchResult{}, err
 		}
+		q.Namespace = NormalizeNamespace(q.Namespace)
 	}
 	if strings.TrimSpace(q.Query) == "" || len(q.Query) > MaxQueryBytes || !utf8.ValidString(q.Query) {
 		return SearchResult{}, fmt.Errorf("%w: query must be non-empty UTF-8 of at most %d bytes", ErrInvalidInput, MaxQueryBytes)

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Defaults and bounds, each overridable through Options.
@@ -194,9 +195,14 @@ func (s *Service) AddKeyed(ctx context.Context, tenantID string, in AddInput, id
 		return s.replay(ctx, c)
 	}
 	if err != nil {
-		// A concurrent request under the same key may have kept it first.
-		if prev, ok, rerr := s.replay(ctx, c); ok && rerr == nil {
+		// A concurrent request under the same key may have kept it first:
+		// with this claim that is a replay, with another a mismatch.
+		prev, ok, rerr := s.replay(ctx, c)
+		if ok && rerr == nil {
 			return prev, true, nil
+		}
+		if errors.Is(rerr, ErrIdempotencyMismatch) {
+			return AddResult{}, false, rerr
 		}
 	}
 	return res, false, err
@@ -252,10 +258,14 @@ func (s *Service) prepare(ctx context.Context, tenantID string, in AddInput) (Cl
 	if in.Namespace == "" {
 		in.Namespace = DefaultNamespace
 	}
-	for _, f := range []struct{ name, v string }{{"subject_id", in.SubjectID}, {"namespace", in.Namespace}, {"key", in.Key}} {
-		if err := checkID(f.name, f.v); err != nil {
+	in.Namespace = NormalizeNamespace(in.Namespace)
+	for _, f := range []struct{ name, v string }{{"subject_id", in.SubjectID}, {"namespace", in.Namespace}} {
+		if err := checkPathID(f.name, f.v); err != nil {
 			return Claim{}, Namespace{}, err
 		}
+	}
+	if err := checkID("key", in.Key); err != nil {
+		return Claim{}, Namespace{}, err
 	}
 	in.Key = NormalizeKey(in.Key)
 	if in.Supersedes != "" {
@@ -586,7 +596,7 @@ func (s *Service) listQuery(tenantID string, q Query) (ListQuery, error) {
 	if q.SchemaVersion < 0 {
 		return ListQuery{}, fmt.Errorf("%w: schema_version must not be negative", ErrInvalidInput)
 	}
-	lq := ListQuery{TenantID: tenantID, SubjectID: q.SubjectID, Namespace: q.Namespace, Key: NormalizeKey(q.Key), MaxSchemaVersion: q.SchemaVersion, Limit: q.Limit}
+	lq := ListQuery{TenantID: tenantID, SubjectID: q.SubjectID, Namespace: NormalizeNamespace(q.Namespace), Key: NormalizeKey(q.Key), MaxSchemaVersion: q.SchemaVersion, Limit: q.Limit}
 	if q.Cursor != "" {
 		t, id, err := decodeCursor(q.Cursor)
 		if err != nil {
@@ -761,6 +771,7 @@ func (s *Service) Forget(ctx context.Context, tenantID, subjectID, namespace, re
 	if len(reason) > 1024 || !utf8.ValidString(reason) {
 		return ForgetRecord{}, fmt.Errorf("%w: reason must be UTF-8 of at most 1024 bytes", ErrInvalidInput)
 	}
+	namespace = NormalizeNamespace(namespace)
 	rec := ForgetRecord{ForgetID: uuid.NewString(), TenantID: tenantID, SubjectID: subjectID, Namespace: namespace, Reason: strings.TrimSpace(reason), CreatedAt: s.now()}
 	got, err := s.store.Forget(ctx, ForgetParams{TenantID: tenantID, SubjectID: subjectID, Namespace: namespace, Record: rec})
 	if err != nil {
@@ -773,9 +784,10 @@ func (s *Service) Forget(ctx context.Context, tenantID, subjectID, namespace, re
 
 // DeclareNamespace stores a tenant's policy for a namespace.
 func (s *Service) DeclareNamespace(ctx context.Context, ns Namespace) (Namespace, error) {
-	if err := checkID("namespace", ns.Name); err != nil {
+	if err := checkPathID("namespace", ns.Name); err != nil {
 		return Namespace{}, err
 	}
+	ns.Name = NormalizeNamespace(ns.Name)
 	if ns.TTL < 0 {
 		return Namespace{}, fmt.Errorf("%w: ttl must not be negative", ErrInvalidInput)
 	}
@@ -803,6 +815,7 @@ func (s *Service) Namespace(ctx context.Context, tenantID, name string) (Namespa
 	if err := checkID("namespace", name); err != nil {
 		return Namespace{}, err
 	}
+	name = NormalizeNamespace(name)
 	ns, err := s.store.GetNamespace(ctx, tenantID, name)
 	if err != nil {
 		return Namespace{}, fmt.Errorf("read namespace %s: %w", name, err)
@@ -818,7 +831,14 @@ func (s *Service) forgetCached(tenantID, subjectID, memoryID string) {
 // NormalizeKey is a claim's key as stored and looked up: keys name facts,
 // and "Home.City" is the fact "home.city" is, so a claim cannot escape the
 // supersession or the tombstone of its key by spelling it in other case.
-func NormalizeKey(k string) string { return strings.ToLower(k) }
+func NormalizeKey(k string) string {
+	return norm.NFC.String(strings.ToLower(strings.Join(strings.Fields(k), " ")))
+}
+
+// NormalizeNamespace is how namespaces are compared and stored: one name
+// whatever its case or Unicode form, so that "Personal" is the policy of
+// "personal" and a fact forgotten in one is forgotten in the other.
+func NormalizeNamespace(ns string) string { return norm.NFC.String(strings.ToLower(ns)) }
 
 func checkID(name, v string) error {
 	if v == "" {
@@ -829,6 +849,22 @@ func checkID(name, v string) error {
 	}
 	if !utf8.ValidString(v) || strings.ContainsRune(v, 0) || strings.TrimSpace(v) != v {
 		return fmt.Errorf("%w: %s must be UTF-8 without NUL or surrounding spaces", ErrInvalidInput, name)
+	}
+	return nil
+}
+
+// checkPathID is checkID for an id that is also a URL path segment (a
+// subject to forget, a namespace to declare): one a path cannot name, as
+// its empty or dot segments are resolved away, would be stored beyond the
+// reach of those calls.
+func checkPathID(name, v string) error {
+	if err := checkID(name, v); err != nil {
+		return err
+	}
+	for _, seg := range strings.Split(v, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("%w: %s must not be . or .., nor have an empty or dot segment between slashes", ErrInvalidInput, name)
+		}
 	}
 	return nil
 }

@@ -304,6 +304,42 @@ func TestPersonalOverUnconsentedClaims(t *testing.T) {
 	}
 }
 
+// Spellings of one fact that differ only in namespace case, key spacing or
+// Unicode form are one fact: they merge, a correction supersedes it, the
+// policy of one namespace is the other's, and a tombstone stops them all.
+func TestSpellingsOfOneFact(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)})
+	first := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Namespace: "Prefs", Key: "favorite color", Value: str("Zürich blue")})
+	for _, in := range []memory.AddInput{
+		{SubjectID: "u1", Namespace: "PREFS", Key: "favorite  color", Value: str("Zürich blue")},
+		{SubjectID: "u1", Namespace: "prefs", Key: "Favorite\tColor", Value: str("Zu\u0308rich blue")}, // NFD
+	} {
+		if r := add(t, s, "t1", in); r.Outcome != memory.OutcomeMerged || r.Claim.MemoryID != first.Claim.MemoryID {
+			t.Fatalf("%+v: outcome %s on %s, want merged into %s", in, r.Outcome, r.Claim.MemoryID, first.Claim.MemoryID)
+		}
+	}
+	fix := add(t, s, "t1", memory.AddInput{SubjectID: "u1", Namespace: "pReFs", Key: "FAVORITE COLOR", Value: str("red")})
+	if fix.Outcome != memory.OutcomeSuperseded || fix.Superseded != first.Claim.MemoryID || fix.Claim.Namespace != "prefs" || fix.Claim.Key != "favorite color" {
+		t.Fatalf("correction: %+v", fix)
+	}
+	if cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1", Namespace: "Prefs"}); len(cs) != 1 || cs[0].MemoryID != fix.Claim.MemoryID {
+		t.Fatalf("current claims: %+v", cs)
+	}
+	if _, err := s.DeclareNamespace(ctx, memory.Namespace{TenantID: "t1", Name: "Health", Personal: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Namespace: "HEALTH", Key: "allergy", Value: str("nuts"), Provenance: prov()}); !errors.Is(err, memory.ErrNoConsent) {
+		t.Fatalf("HEALTH without consent: %v, want the policy of health", err)
+	}
+	if _, err := s.Forget(ctx, "t1", "u1", "PREFS", "asked"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Add(ctx, "t1", memory.AddInput{SubjectID: "u1", Namespace: "prefs", Key: "favorite color", Value: str("RED"), Provenance: prov()}); !errors.Is(err, memory.ErrTombstoned) {
+		t.Fatalf("a forgotten fact in another spelling: %v, want ErrTombstoned", err)
+	}
+}
+
 func TestExpiryInvalidationAndAsOf(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}

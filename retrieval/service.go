@@ -111,8 +111,8 @@ type PutRequest struct {
 
 // ValidID checks a document or snapshot id.
 func ValidID(id string) error {
-	if id == "" || len(id) > 256 || !utf8.ValidString(id) || strings.ContainsAny(id, "\x00/") {
-		return fmt.Errorf("%w: an id is 1 to 256 bytes of UTF-8 without NUL or '/'", ErrInvalidInput)
+	if id == "" || len(id) > 256 || !utf8.ValidString(id) || strings.ContainsAny(id, "\x00/") || id == "." || id == ".." {
+		return fmt.Errorf("%w: an id is 1 to 256 bytes of UTF-8 without NUL or '/', and not . or ..", ErrInvalidInput)
 	}
 	return nil
 }

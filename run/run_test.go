@@ -172,12 +172,12 @@ func TestRegistryMigrate(t *testing.T) {
 }
 
 func TestValidID(t *testing.T) {
-	for _, ok := range []string{"a", "run-1", "ünï", strings.Repeat("x", MaxIDLength)} {
+	for _, ok := range []string{"a", "run-1", "ünï", "...", ".a", strings.Repeat("x", MaxIDLength)} {
 		if err := ValidID("id", ok); err != nil {
 			t.Errorf("ValidID(%q) = %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "a b", "a/b", "a?b", "a#b", "a%b", "a\nb", "a\x7fb", strings.Repeat("x", MaxIDLength+1), "\xff\xfe"} {
+	for _, bad := range []string{"", ".", "..", "a b", "a/b", "a?b", "a#b", "a%b", "a\nb", "a\x7fb", strings.Repeat("x", MaxIDLength+1), "\xff\xfe"} {
 		if err := ValidID("id", bad); !errors.Is(err, ErrInvalidInput) {
 			t.Errorf("ValidID(%q) = %v, want ErrInvalidInput", bad, err)
 		}

@@ -88,6 +88,10 @@ func ValidID(kind, id string) error {
 			return invalid("%s contains a character that is not allowed (space, control, '/', '?', '#', '%%')", kind)
 		}
 	}
+	if id == "." || id == ".." {
+		// A URL path cannot name it: clients and servers resolve dot segments.
+		return invalid("%s must not be %q", kind, id)
+	}
 	return nil
 }
 

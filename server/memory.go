@@ -333,6 +333,11 @@ func (s *Server) forgetSubject(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if q.Has("namespace") && q.Get("namespace") == "" {
+		// Absent means every namespace; an empty one is more likely a
+		// variable left unset than a wish to forget everything.
+		return unprocessable("namespace is empty: name one, or leave the parameter out to forget every namespace")
+	}
 	req := ForgetRequest{Namespace: q.Get("namespace"), Reason: q.Get("reason")}
 	var body ForgetRequest
 	if _, err := s.decodeOptionalJSON(w, r, &body); err != nil {

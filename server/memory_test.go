@@ -253,6 +253,43 @@ func TestMemoryIdempotencyKey(t *testing.T) {
 	})
 }
 
+// TestMemoryConcurrentKeyReuse: requests that reuse one Idempotency-Key at
+// once with different values get one 201 and otherwise 422
+// idempotency-mismatch, never a conflict that names a constraint.
+func TestMemoryConcurrentKeyReuse(t *testing.T) {
+	forEachMemoryBackend(t, func(t *testing.T, backend string) {
+		e := newMemEnv(t, backend, memory.Options{})
+		hdr := map[string]string{"Idempotency-Key": "race-1"}
+		for k, v := range e.a {
+			hdr[k] = v
+		}
+		const writers = 12
+		var wg sync.WaitGroup
+		codes := make(chan string, writers)
+		for i := range writers {
+			wg.Go(func() {
+				res := e.do(t, "POST", "/v1/memories", claimBody("kai", "k", fmt.Sprintf("v%d", i), "m-1"), hdr)
+				codes <- fmt.Sprintf("%d %s", res.status, res.body)
+			})
+		}
+		wg.Wait()
+		close(codes)
+		created := 0
+		for c := range codes {
+			switch {
+			case strings.HasPrefix(c, "201 "):
+				created++
+			case strings.HasPrefix(c, "422 ") && strings.Contains(c, "idempotency-mismatch"):
+			default:
+				t.Errorf("a concurrent add under a reused key: %.300s", c)
+			}
+		}
+		if created != 1 {
+			t.Errorf("%d adds kept, want 1", created)
+		}
+	})
+}
+
 // TestMemoryConcurrentAddsToOneKey: writers that add to one key at once,
 // none naming what it supersedes, are all kept (201), one current claim and
 // every other in its history, instead of most answering 409 memory-conflict
@@ -301,6 +338,21 @@ func TestUnknownQueryParameterOnAWrite(t *testing.T) {
 		// first one would win unseen, so it is refused too.
 		expectProblem(t, e.do(t, "DELETE", "/v1/subjects/fq/memories?namespace=a&namespace=b", nil, e.a), 400, "invalid-request")
 		expectProblem(t, e.do(t, "GET", "/v1/memories?subject_id=other&subject_id=fq", nil, e.a), 400, "invalid-request")
+		// An empty namespace names none: refused, not taken as every one.
+		expectProblem(t, e.do(t, "DELETE", "/v1/subjects/fq/memories?namespace=", nil, e.a), 422, "invalid-request")
+		// A subject or namespace no path can name (forget and declare go by
+		// path) is refused when written, so none is stored out of reach.
+		for _, id := range []string{".", "..", "a/", "/a", "a//b", "x/./y", "x/../y"} {
+			expectProblem(t, e.do(t, "POST", "/v1/memories", claimBody(id, "k", "v", "m-9"), e.a), 422, "invalid-request")
+			expectProblem(t, e.do(t, "POST", "/v1/memories", with(claimBody("fq", "k", "v", "m-9"), "namespace", id), e.a), 422, "invalid-request")
+		}
+		if got := e.list(t, e.a, "subject_id=a/b"); len(got) != 0 {
+			t.Fatalf("subject a/b: %+v", got)
+		}
+		e.add(t, e.a, claimBody("a/b", "k", "v", "m-9"), 201) // a slash inside is addressable: a%2Fb
+		if res := e.do(t, "DELETE", "/v1/subjects/a%2Fb/memories", nil, e.a); res.status != 200 {
+			t.Fatalf("forget of subject a/b: %d %s", res.status, res.body)
+		}
 		if got := e.list(t, e.a, "subject_id=fq&subject_id=fq"); len(got) != 2 {
 			t.Fatalf("a list with the same subject_id twice answered %d claims, want 2", len(got))
 		}

@@ -77,11 +77,21 @@ func getClaim(ctx context.Context, q queryer, tenantID, memoryID string, lock bo
 // only a bug gets here) is a conflict.
 func (db *DB) memTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, fn)
+	return uniqueConflict(err)
+}
+
+// uniqueConflict turns a unique violation into memory.ErrConflict, said in
+// the caller's terms rather than by the constraint's name.
+func uniqueConflict(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return fmt.Errorf("%s: %w", pgErr.ConstraintName, memory.ErrConflict)
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		return err
 	}
-	return err
+	what := "another current claim holds the subject, namespace and key"
+	if pgErr.ConstraintName == "memory_claims_pkey" {
+		what = "a claim with this memory id exists"
+	}
+	return fmt.Errorf("%s: %w", what, memory.ErrConflict)
 }
 
 // lockSubject bumps the subject's change counter, taking its row lock until
@@ -174,10 +184,7 @@ func (db *DB) Insert(ctx context.Context, p memory.InsertParams) (memory.Claim, 
 		return memory.Claim{}, fmt.Errorf("insert claim: tenant, subject and memory id are required: %w", memory.ErrInvalidInput)
 	}
 	out, err := db.insert(ctx, p)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		err = fmt.Errorf("%s: %w", pgErr.ConstraintName, memory.ErrConflict)
-	}
+	err = uniqueConflict(err)
 	if err != nil {
 		return memory.Claim{}, fmt.Errorf("insert claim %s: %w", c.MemoryID, err)
 	}
@@ -218,10 +225,7 @@ func (db *DB) InsertBatch(ctx context.Context, ps []memory.InsertParams) ([]memo
 		}
 	}
 	out, err := db.insertBatch(ctx, ps)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		err = fmt.Errorf("%s: %w", pgErr.ConstraintName, memory.ErrConflict)
-	}
+	err = uniqueConflict(err)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d claims: %w", len(ps), err)
 	}
