@@ -471,11 +471,18 @@ type Checked struct {
 	// Overlaps are current summaries of the owner whose range overlaps.
 	Overlaps []string `json:"overlaps"`
 	// SourceDigest is the digest of today's items, to compare with the summary's.
+	// DigestMatches and ContentDigestMatches are nil when Verify stopped
+	// before that check (a failed check before it), so that "false" always
+	// means checked and failed.
 	SourceDigest  string `json:"source_digest,omitempty"`
-	DigestMatches bool   `json:"digest_matches"`
+	DigestMatches *bool  `json:"digest_matches,omitempty"`
 	// ContentDigestMatches: the summary's content is what it was sealed with.
-	ContentDigestMatches bool `json:"content_digest_matches"`
+	ContentDigestMatches *bool `json:"content_digest_matches,omitempty"`
 }
+
+// Passed tells whether a check ran and passed (DigestMatches,
+// ContentDigestMatches).
+func Passed(check *bool) bool { return check != nil && *check }
 
 // Verify checks a summary against today's log and its chain: the range
 // is sane and continues its previous summary with no gap or overlap, no
@@ -598,16 +605,16 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked) (string, e
 		return "", err
 	}
 	c.SourceDigest = d
-	c.DigestMatches = d == sum.SourceDigest
-	if !c.DigestMatches {
+	c.DigestMatches = new(d == sum.SourceDigest)
+	if !*c.DigestMatches {
 		return "source digest mismatch: the entries of the range changed since the summary was made", nil
 	}
 	cd, err := ContentDigest(sum)
 	if err != nil {
 		return "", err
 	}
-	c.ContentDigestMatches = cd == sum.ContentDigest
-	if !c.ContentDigestMatches {
+	c.ContentDigestMatches = new(cd == sum.ContentDigest)
+	if !*c.ContentDigestMatches {
 		return "content digest mismatch: the summary was changed after it was made", nil
 	}
 	return "", nil

@@ -231,7 +231,7 @@ func testCompactStructured(t *testing.T, f *cfx) {
 	// The stored summary is what Compact answered.
 	got := f.status(s.SummaryID)
 	sameSummary(t, got, s)
-	if v := f.verify(s.SummaryID); !v.OK || !v.Checked.DigestMatches || v.Checked.Items != r.StateRevision {
+	if v := f.verify(s.SummaryID); !v.OK || !compact.Passed(v.Checked.DigestMatches) || v.Checked.Items != r.StateRevision {
 		t.Fatalf("fresh summary does not verify: %+v", v)
 	}
 }
@@ -313,7 +313,7 @@ func testCompactTamper(t *testing.T, f *cfx) {
 	}
 	f.tamper(r.RunID, 3, `{"operation_id":"op-refund-7731","tool_name":"payments.refund","amount":1205,"currency":"usd","status":"started"}`)
 	v := f.verify(a.SummaryID)
-	if v.OK || !strings.Contains(v.Reason, "digest") || v.Checked.DigestMatches || v.Status != compact.StatusStale {
+	if v.OK || !strings.Contains(v.Reason, "digest") || v.Checked.DigestMatches == nil || *v.Checked.DigestMatches || v.Checked.ContentDigestMatches != nil || v.Status != compact.StatusStale {
 		t.Fatalf("tampered range verifies: %+v", v)
 	}
 	st := f.status(a.SummaryID)
