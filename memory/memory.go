@@ -79,9 +79,12 @@ type Claim struct {
 	Provenance Provenance `json:"provenance"`
 	Confidence float64    `json:"confidence"`
 	// ValidFrom is when the fact became true in the world.
-	ValidFrom          time.Time  `json:"valid_from"`
-	ExpiresAt          *time.Time `json:"expires_at"`
-	Status             Status     `json:"status"`
+	ValidFrom time.Time  `json:"valid_from"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	Status    Status     `json:"status"`
+	// Expired marks, on a read by id or of a history, a current claim past
+	// its ExpiresAt: no longer served by list, search or context. Not stored.
+	Expired            bool       `json:"expired,omitempty"`
 	InvalidatedAt      *time.Time `json:"invalidated_at"`
 	InvalidationReason string     `json:"invalidation_reason,omitempty"`
 	Supersedes         string     `json:"supersedes,omitempty"`

@@ -498,7 +498,13 @@ func (s *Service) Get(ctx context.Context, tenantID, memoryID string) (Claim, er
 	if err != nil {
 		return Claim{}, err // the store names the claim
 	}
+	s.markExpired(&c, s.now())
 	return c, nil
+}
+
+// markExpired sets c.Expired for a current claim past its expiry.
+func (s *Service) markExpired(c *Claim, now time.Time) {
+	c.Expired = c.Status == StatusCurrent && !c.Live(now)
 }
 
 // Query selects the claims a read returns.
@@ -567,6 +573,10 @@ func (s *Service) History(ctx context.Context, tenantID, memoryID string) ([]Cla
 		cs, err := s.store.List(ctx, lq)
 		if err != nil {
 			return nil, fmt.Errorf("history of memory %s: %w", memoryID, err)
+		}
+		now := s.now()
+		for i := range cs {
+			s.markExpired(&cs[i], now)
 		}
 		out = append(out, cs...)
 		if len(cs) < lq.Limit {

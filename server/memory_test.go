@@ -73,6 +73,7 @@ type wireClaim struct {
 	Key           string            `json:"key"`
 	Value         json.RawMessage   `json:"value"`
 	Status        string            `json:"status"`
+	Expired       bool              `json:"expired"`
 	Provenance    memory.Provenance `json:"provenance"`
 	Supersedes    string            `json:"supersedes"`
 	SupersededBy  string            `json:"superseded_by"`
@@ -401,8 +402,18 @@ func TestMemoryExpiredAndInvalidated(t *testing.T) {
 			}
 		}
 		// Still there by id, with what happened to it.
-		if c := decodeAs[wireClaim](t, e.do(t, "GET", "/v1/memories/"+gone.MemoryID, nil, e.a), 200); c.Status != "invalidated" {
+		if c := decodeAs[wireClaim](t, e.do(t, "GET", "/v1/memories/"+gone.MemoryID, nil, e.a), 200); c.Status != "invalidated" || c.Expired {
 			t.Fatalf("invalidated claim by id: %+v", c)
+		}
+		// The expired one says so by id and in its history; the kept one does not.
+		if c := decodeAs[wireClaim](t, e.do(t, "GET", "/v1/memories/"+short.MemoryID, nil, e.a), 200); c.Status != "current" || !c.Expired {
+			t.Fatalf("expired claim by id: %+v, want current and expired", c)
+		}
+		if h := decodeAs[wireList](t, e.do(t, "GET", "/v1/memories/"+short.MemoryID+"/history", nil, e.a), 200).Items; len(h) != 1 || !h[0].Expired {
+			t.Fatalf("expired claim's history: %+v", h)
+		}
+		if c := decodeAs[wireClaim](t, e.do(t, "GET", "/v1/memories/"+kept.MemoryID, nil, e.a), 200); c.Expired {
+			t.Fatalf("live claim by id says expired: %+v", c)
 		}
 	})
 }
