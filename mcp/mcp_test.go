@@ -132,9 +132,16 @@ func TestToolsListed(t *testing.T) {
 		var s struct {
 			Type       string         `json:"type"`
 			Properties map[string]any `json:"properties"`
+			Required   []string       `json:"required"`
 		}
 		if err := json.Unmarshal(schema, &s); err != nil || s.Type != "object" || len(s.Properties) == 0 {
 			t.Errorf("tool %s: input schema %s is not an object schema with properties", n, schema)
+		}
+		// A required argument is never null: the tools refuse it.
+		for _, r := range s.Required {
+			if p, _ := json.Marshal(s.Properties[r]); strings.Contains(string(p), `"null"`) {
+				t.Errorf("tool %s: required %s allows null: %s", n, r, p)
+			}
 		}
 		for _, forbidden := range []string{"user_id", "tenant_id", "subject_id", "principal"} {
 			if _, has := s.Properties[forbidden]; has {
@@ -266,7 +273,11 @@ func TestInputValidation(t *testing.T) {
 			if c.name == "budget too small" {
 				kind = "context-budget-too-small"
 			}
-			fails(t, call(t, cs, c.tool, c.args), kind, c.name)
+			r := call(t, cs, c.tool, c.args)
+			fails(t, r, kind, c.name)
+			if strings.Contains(r.err.Detail, "reflect") {
+				t.Errorf("%s: the detail speaks Go: %s", c.name, r.err.Detail)
+			}
 		})
 	}
 	g := ok(t, call(t, cs, "session_get", map[string]any{"session_id": "s1"}), "get")

@@ -15,6 +15,7 @@ import (
 	"os"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -351,6 +352,25 @@ type call struct {
 	Binding
 }
 
+// requireNonNull drops "null" from the types of the required properties
+// of s: the schema inferred from a Go slice allows null, which every tool
+// refuses for a required argument, so a client validating before it sends
+// would learn that only from the tool's error.
+func requireNonNull(s *jsonschema.Schema) {
+	for _, name := range s.Required {
+		p := s.Properties[name]
+		if p == nil || len(p.Types) == 0 {
+			continue
+		}
+		types := slices.DeleteFunc(slices.Clone(p.Types), func(t string) bool { return t == "null" })
+		if len(types) == 1 {
+			p.Type, p.Types = types[0], nil
+		} else {
+			p.Types = types
+		}
+	}
+}
+
 // add registers a tool whose input is In: the schema is inferred from In,
 // and the handler runs with the call's binding. Every failure, from an
 // argument that does not match the schema to a panic, is a tool error in
@@ -361,6 +381,7 @@ func add[In any](t *toolset, srv *gomcp.Server, tool *gomcp.Tool, h func(context
 	if err != nil {
 		panic(fmt.Sprintf("mcp: tool %s: input schema: %v", tool.Name, err)) // a defect of this package
 	}
+	requireNonNull(schema)
 	resolved, err := schema.Resolve(nil)
 	if err != nil {
 		panic(fmt.Sprintf("mcp: tool %s: resolve input schema: %v", tool.Name, err))
@@ -416,7 +437,9 @@ func decodeArgs[In any](raw json.RawMessage, schema *jsonschema.Resolved, limit 
 		return in, &ToolError{Type: "invalid-request", Detail: "the arguments must be a JSON object"}
 	}
 	if err := schema.Validate(generic); err != nil {
-		return in, &ToolError{Type: "invalid-request", Detail: "the arguments do not match the tool's input schema: " + err.Error()}
+		// The validator prints a JSON null as Go's "<invalid reflect.Value>".
+		detail := strings.ReplaceAll(err.Error(), "<invalid reflect.Value> has type", "null has type")
+		return in, &ToolError{Type: "invalid-request", Detail: "the arguments do not match the tool's input schema: " + detail}
 	}
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return in, &ToolError{Type: "invalid-request", Detail: "the arguments do not match the tool's input schema: " + decodeProblem(err)}
