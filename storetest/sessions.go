@@ -46,6 +46,7 @@ func SessionStoreSuite(t *testing.T, open func(t *testing.T) session.Store) {
 		{"MessageQueries", testSessionMessageQueries},
 		{"Summary", testSessionSummary},
 		{"Close", testSessionClose},
+		{"CloseRacingAppends", testSessionCloseRacingAppends},
 		{"ListByUser", testSessionListByUser},
 		{"ListPages", testSessionListPages},
 		{"MessagePages", testSessionMessagePages},
@@ -544,6 +545,41 @@ func testSessionConcurrentKeyedAppends(t *testing.T, s session.Store) {
 	}
 	if ms := f.messages(sid, "u", session.MessageQuery{Limit: 100}); len(ms) != 1 {
 		t.Fatalf("%d messages, want 1", len(ms))
+	}
+}
+
+// testSessionCloseRacingAppends: a close that races appends leaves none of
+// their messages behind: the session created again under the id, by
+// another user, holds no message of the old one and takes appends.
+func testSessionCloseRacingAppends(t *testing.T, s session.Store) {
+	f := newSfx(t, s, session.Options{})
+	ctx := t.Context()
+	for round := range 10 {
+		sid := newID("s")
+		f.put(sid, "alice", `{}`, time.Minute)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				_, err := f.svc.Append(ctx, f.tenant, sid, "alice", []session.MessageInput{{Role: "user", Content: "alice's"}})
+				if err != nil && !errors.Is(err, session.ErrNotFound) {
+					t.Errorf("append racing a close: %v", err)
+				}
+			})
+		}
+		wg.Go(func() {
+			if _, err := f.svc.Close(ctx, f.tenant, sid, "alice"); err != nil && !errors.Is(err, session.ErrNotFound) {
+				t.Errorf("close racing appends: %v", err)
+			}
+		})
+		wg.Wait()
+		_, _ = f.svc.Close(ctx, f.tenant, sid, "alice") // if it ran before the session was written to
+		f.put(sid, "bob", `{}`, time.Minute)
+		if ms := f.messages(sid, "bob", session.MessageQuery{Limit: 100}); len(ms) != 0 {
+			t.Fatalf("round %d: the new session holds %d messages of the closed one: %+v", round, len(ms), ms)
+		}
+		if res := f.appendN(sid, "bob", 2, 0); res.Messages[0].Seq != 1 {
+			t.Fatalf("round %d: bob's first append got seq %d, want 1", round, res.Messages[0].Seq)
+		}
 	}
 }
 

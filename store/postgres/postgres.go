@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mementohq/memento/store/internal/ledger"
@@ -31,6 +34,10 @@ const DefaultMaxConns = 16
 // DefaultStatementTimeout is the statement_timeout of the pool's
 // connections unless the connection URL sets one.
 const DefaultStatementTimeout = "30s"
+
+// cancelWait is how long a statement whose context was cancelled may take
+// to answer the cancel request before its connection is dropped.
+const cancelWait = 5 * time.Second
 
 // DB is a PostgreSQL-backed store. It is safe for concurrent use.
 type DB struct {
@@ -64,6 +71,16 @@ func Open(ctx context.Context, connString string) (*DB, error) {
 	rp := cfg.ConnConfig.RuntimeParams
 	if _, ok := rp["statement_timeout"]; !ok && !strings.Contains(rp["options"], "statement_timeout") {
 		rp["statement_timeout"] = DefaultStatementTimeout
+	}
+	// A cancelled context (a request past its deadline, a client gone)
+	// asks the server to cancel the statement and waits for its answer,
+	// rather than dropping the connection: dropped, a statement goes on
+	// and may commit after the caller was told the outcome is unknown and
+	// read the row unchanged. Answered, the outcome is known: cancelled
+	// (nothing changed) or done. Only a server that does not answer within
+	// cancelWait leaves it unknown.
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

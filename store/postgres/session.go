@@ -234,6 +234,12 @@ func (s *SessionStore) put(ctx context.Context, p session.PutParams) (out sessio
 			return err
 		default:
 			created = true
+			// Messages no session holds (left behind by a close that raced
+			// an append before closes took the row lock) are not the new
+			// session's.
+			if _, err := tx.Exec(ctx, `DELETE FROM session_messages WHERE tenant_id = $1 AND session_id = $2`, p.TenantID, p.SessionID); err != nil {
+				return err
+			}
 			out, err = scanSession(tx.QueryRow(ctx, `INSERT INTO sessions (tenant_id, session_id, user_id, app, state, revision,
 				ttl_ms, created_at, last_activity_at, expires_at)
 				VALUES ($1, $2, $3, $4, $5, 1, $6, now(), now(), now() + $6::bigint * interval '1 millisecond')
@@ -473,14 +479,27 @@ func (s *SessionStore) SetSummary(ctx context.Context, tenantID, sessionID, user
 	return out, nil
 }
 
-// Delete implements session.Store: the session and its messages go in one
-// statement.
+// Delete implements session.Store: the session's row lock first, so that
+// an append in flight commits before (its messages are then seen and
+// deleted) or finds no session after; then the messages and the session,
+// in one transaction. One statement would delete the messages of its own
+// snapshot only, and leave an append's that committed while it waited for
+// the lock to a session created again under the id.
 func (s *SessionStore) Delete(ctx context.Context, tenantID, sessionID, userID string) (session.Session, error) {
-	out, err := scanSession(s.db.pool.QueryRow(ctx, `WITH gone AS (
-			DELETE FROM sessions WHERE `+liveWhere+` RETURNING `+sessionColumns+`),
-		msgs AS (
-			DELETE FROM session_messages WHERE tenant_id = $1 AND session_id = $2 AND EXISTS (SELECT 1 FROM gone))
-		SELECT `+sessionColumns+` FROM gone`, tenantID, sessionID, userID))
+	var out session.Session
+	err := pgx.BeginTxFunc(ctx, s.db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM sessions WHERE `+liveWhere+` FOR UPDATE`, tenantID, sessionID, userID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM session_messages WHERE tenant_id = $1 AND session_id = $2
+			AND EXISTS (SELECT 1 FROM sessions WHERE `+liveWhere+`)`, tenantID, sessionID, userID); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanSession(tx.QueryRow(ctx, `DELETE FROM sessions WHERE `+liveWhere+` RETURNING `+sessionColumns,
+			tenantID, sessionID, userID))
+		return err
+	})
 	if err != nil {
 		return session.Session{}, fmt.Errorf("close session %s: %w", sessionID, notFound(err))
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mementohq/memento/internal/testenv"
 
+	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/postgres"
 )
 
@@ -33,5 +34,42 @@ func TestStatementTimeout(t *testing.T) {
 		if got != c.want {
 			t.Errorf("statement_timeout %q, want %q (url %s)", got, c.want, c.url)
 		}
+	}
+}
+
+// TestCancelledWriteDoesNotLandLater: a single-statement write whose
+// context ends while it waits (here on a row lock) is cancelled by the
+// server, not left running behind a dropped connection: once the caller
+// has its error, the write has not happened and never will.
+func TestCancelledWriteDoesNotLandLater(t *testing.T) {
+	db, st := openSessions(t)
+	ctx := t.Context()
+	if _, _, err := st.Put(ctx, session.PutParams{TenantID: "t", SessionID: "s", UserID: "u", State: []byte(`{"n":0}`), TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM sessions WHERE tenant_id = 't' AND session_id = 's' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = st.SetState(wctx, "t", "s", "u", 1, []byte(`{"n":1}`))
+	cancel()
+	if err == nil {
+		t.Fatal("a write blocked on a lock past its deadline succeeded")
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a write left running would land now
+	got, err := st.Get(ctx, "t", "s", "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Revision != 1 {
+		t.Fatalf("the cancelled write landed after its error: revision %d, state %s", got.Revision, got.State)
 	}
 }
