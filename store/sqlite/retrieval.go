@@ -473,17 +473,56 @@ func (r Retrieval) IndexRows(ctx context.Context, tenantID, model string, after 
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("read index rows: %w", err)
 	}
+	// The ACL and version of each document with rows to read, first and
+	// apart: a document's row holds its content before them, so reading
+	// them in a join walks the content's overflow pages once per chunk
+	// (seconds for a few large documents) instead of once per document.
+	docs := `SELECT document_id, version, acl FROM retrieval_documents WHERE tenant_id = ?`
+	args := []any{tenantID}
+	if after > 0 {
+		docs += ` AND document_id IN (SELECT document_id FROM retrieval_chunks INDEXED BY retrieval_chunks_version
+			WHERE tenant_id = ? AND index_version > ?)`
+		args = append(args, tenantID, after)
+	}
+	type docKey struct {
+		id      string
+		version int64
+	}
+	acls := map[docKey][]string{}
+	drows, err := tx.QueryContext(ctx, docs, args...)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("read index rows: %w", err)
+	}
+	for drows.Next() {
+		var (
+			k   docKey
+			acl string
+			a   []string
+		)
+		if err := drows.Scan(&k.id, &k.version, &acl); err != nil {
+			drows.Close()
+			return nil, nil, 0, fmt.Errorf("read index rows: %w", err)
+		}
+		if err := json.Unmarshal([]byte(acl), &a); err != nil {
+			drows.Close()
+			return nil, nil, 0, fmt.Errorf("read acl of %s: %w", k.id, err)
+		}
+		acls[k] = a
+	}
+	if err := drows.Close(); err != nil {
+		return nil, nil, 0, fmt.Errorf("read index rows: %w", err)
+	}
 	// A first load reads the tenant's chunks in key order (a document's
 	// chunks together, the vectors' key in step); a later one only the
-	// rows since, through the version index.
+	// rows since, through the version index. Chunks of a version that is
+	// not the document's own any more are skipped.
 	from := `retrieval_chunks c`
 	if after > 0 {
 		from = `retrieval_chunks c INDEXED BY retrieval_chunks_version`
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT c.chunk_id, c.document_id, c.version, d.acl, c.terms,
+	rows, err := tx.QueryContext(ctx, `SELECT c.chunk_id, c.document_id, c.version, c.terms,
 			CASE WHEN c.terms IS NULL THEN c.text END, v.dim, v.vec, c.index_version
 		FROM `+from+`
-		JOIN retrieval_documents d ON d.tenant_id = c.tenant_id AND d.document_id = c.document_id AND d.version = c.version
 		LEFT JOIN retrieval_vectors v ON v.tenant_id = c.tenant_id AND v.chunk_id = c.chunk_id AND v.model = ?
 		WHERE c.tenant_id = ? AND c.index_version > ? ORDER BY c.chunk_id`, model, tenantID, after)
 	if err != nil {
@@ -491,31 +530,26 @@ func (r Retrieval) IndexRows(ctx context.Context, tenantID, model string, after 
 	}
 	defer rows.Close()
 	var out []retrieval.IndexRow
-	acls := map[string][]string{} // a document's chunks share one decoded ACL
 	for rows.Next() {
 		var (
 			row        retrieval.IndexRow
-			acl        string
 			terms, txt sql.NullString
 			dim        sql.NullInt64
 			blob       []byte
 		)
-		if err := rows.Scan(&row.ChunkID, &row.DocumentID, &row.Version, &acl, &terms, &txt, &dim, &blob, &row.IndexVersion); err != nil {
+		if err := rows.Scan(&row.ChunkID, &row.DocumentID, &row.Version, &terms, &txt, &dim, &blob, &row.IndexVersion); err != nil {
 			return nil, nil, 0, fmt.Errorf("read index rows: %w", err)
 		}
+		acl, ok := acls[docKey{row.DocumentID, row.Version}]
+		if !ok {
+			continue
+		}
+		row.ACL = acl
 		row.Terms, row.Text = terms.String, txt.String
 		if dim.Valid {
 			if row.Vector, err = memsql.DecodeVector(blob, int(dim.Int64)); err != nil {
 				return nil, nil, 0, fmt.Errorf("read vector of %s: %w", row.ChunkID, err)
 			}
-		}
-		if a, ok := acls[acl]; ok {
-			row.ACL = a
-		} else {
-			if err := json.Unmarshal([]byte(acl), &row.ACL); err != nil {
-				return nil, nil, 0, fmt.Errorf("read acl of %s: %w", row.ChunkID, err)
-			}
-			acls[acl] = row.ACL
 		}
 		out = append(out, row)
 	}
