@@ -399,31 +399,53 @@ func (r Retrieval) IndexRows(ctx context.Context, tenantID, model string, after 
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT c.chunk_id, c.document_id, c.version, c.acl, coalesce(c.terms, ''),
-				CASE WHEN c.terms IS NULL THEN c.text ELSE '' END, v.dim, v.vec, c.index_version
+				CASE WHEN c.terms IS NULL THEN c.text ELSE '' END, c.index_version
 			FROM retrieval_chunks c
-			LEFT JOIN retrieval_vectors v ON v.tenant_id = c.tenant_id AND v.chunk_id = c.chunk_id AND v.model = $2
-			WHERE c.tenant_id = $1 AND c.index_version > $3 ORDER BY c.index_version, c.chunk_id`, tenantID, model, after)
+			WHERE c.tenant_id = $1 AND c.index_version > $2 ORDER BY c.index_version, c.chunk_id`, tenantID, after)
 		if err != nil {
 			return err
 		}
 		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (retrieval.IndexRow, error) {
+			var r retrieval.IndexRow
+			err := row.Scan(&r.ChunkID, &r.DocumentID, &r.Version, &r.ACL, &r.Terms, &r.Text, &r.IndexVersion)
+			return r, err
+		})
+		if err != nil || len(out) == 0 {
+			return err
+		}
+		// The chunks' vectors in a second statement, by their keys: joined
+		// in SQL, on the row counts of tables not analysed since a bulk
+		// load (a few rows), the plan looked each chunk's vector up through
+		// the model's index, walking every vector of the tenant per chunk.
+		ids := make([]string, len(out))
+		at := make(map[string]int, len(out))
+		for i, r := range out {
+			ids[i], at[r.ChunkID] = r.ChunkID, i
+		}
+		vrows, err := tx.Query(ctx, `SELECT chunk_id, dim, vec FROM retrieval_vectors
+			WHERE tenant_id = $1 AND model = $2 AND chunk_id = ANY($3)`, tenantID, model, ids)
+		if err != nil {
+			return err
+		}
+		defer vrows.Close()
+		for vrows.Next() {
 			var (
-				r    retrieval.IndexRow
-				dim  *int
+				id   string
+				dim  int
 				blob []byte
 			)
-			if err := row.Scan(&r.ChunkID, &r.DocumentID, &r.Version, &r.ACL, &r.Terms, &r.Text, &dim, &blob, &r.IndexVersion); err != nil {
-				return r, err
+			if err := vrows.Scan(&id, &dim, &blob); err != nil {
+				return err
 			}
-			if dim != nil {
-				var err error
-				if r.Vector, err = memsql.DecodeVector(blob, *dim); err != nil {
-					return r, fmt.Errorf("vector of %s: %w", r.ChunkID, err)
-				}
+			i, ok := at[id]
+			if !ok {
+				continue
 			}
-			return r, nil
-		})
-		return err
+			if out[i].Vector, err = memsql.DecodeVector(blob, dim); err != nil {
+				return fmt.Errorf("vector of %s: %w", id, err)
+			}
+		}
+		return vrows.Err()
 	})
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("read index rows: %w", err)
