@@ -51,10 +51,18 @@ func (r *Redactor) CleanJSON(b []byte) bool {
 		return true
 	}
 	in, digits, at := false, 0, false
+	run := 0 // digits in a row outside strings: a number may be a card number
 	for _, c := range b {
 		if !in {
-			if c == '"' {
-				in, digits, at = true, 0, false
+			switch {
+			case c == '"':
+				in, digits, at, run = true, 0, false, 0
+			case c >= '0' && c <= '9':
+				if run++; run >= 13 && r.mayHold(run, false) {
+					return false
+				}
+			default:
+				run = 0
 			}
 			continue
 		}

@@ -469,6 +469,7 @@ func (s *Service) AppendKeyed(ctx context.Context, tenantID, sessionID, userID s
 	}
 	var b batch
 	type ref struct {
+		role    int // redacted too: a role is free text, and some put a name or address there
 		content int
 		meta    *jsonDoc
 		plain   json.RawMessage // metadata that needs no redaction
@@ -492,7 +493,7 @@ func (s *Service) AppendKeyed(ctx context.Context, tenantID, sessionID, userID s
 		if n := len(m.Content) + len(m.Metadata); n > s.opts.MaxMessageBytes {
 			return AppendResult{}, fmt.Errorf("%w: message %d has %d bytes, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes)
 		}
-		refs[i].content = b.addText(m.Content)
+		refs[i].role, refs[i].content = b.addText(m.Role), b.addText(m.Content)
 		if meta := bytes.TrimSpace(m.Metadata); len(meta) > 0 && string(meta) != "null" {
 			// The label is formatted only for a refusal: this is the hot path.
 			if err := jsoncheck.Check(meta, MaxDepth); err != nil {
@@ -520,8 +521,8 @@ func (s *Service) AppendKeyed(ctx context.Context, tenantID, sessionID, userID s
 		return AppendResult{}, err
 	}
 	out := make([]MessageInput, len(msgs))
-	for i, m := range msgs {
-		out[i] = MessageInput{Role: m.Role, Content: b.texts[refs[i].content], Metadata: refs[i].plain}
+	for i := range msgs {
+		out[i] = MessageInput{Role: b.texts[refs[i].role], Content: b.texts[refs[i].content], Metadata: refs[i].plain}
 		if refs[i].meta != nil {
 			meta, err := b.doc(refs[i].meta)
 			if err != nil {

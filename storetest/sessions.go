@@ -980,6 +980,25 @@ func testSessionRedaction(t *testing.T, s session.Store) {
 	if err != nil || strings.Contains(sum.Summary.Text, email) {
 		t.Fatalf("summary: %+v %v", sum.Summary, err)
 	}
+	// A card number written as a JSON number, and a role that holds an
+	// address, are redacted too; a long number that is no card (a time in
+	// milliseconds) stays a number.
+	cur = f.get(sid, "u")
+	p, err = f.svc.Patch(ctx, f.tenant, sid, "u", cur.Revision, json.RawMessage(`{"card_n":4111111111111111,"at_ms":1764770000000}`))
+	if err != nil {
+		t.Fatalf("patch: %v", err)
+	}
+	if st := string(p.State); strings.Contains(st, "4111111111111111") || !strings.Contains(st, `"card_n":"pii:card:`) || !strings.Contains(st, `"at_ms":1764770000000`) {
+		t.Fatalf("patched state with numbers: %s", st)
+	}
+	if _, err := f.svc.Append(ctx, f.tenant, sid, "u", []session.MessageInput{{Role: email, Content: "hi"}}); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	for _, m := range f.messages(sid, "u", session.MessageQuery{}) {
+		if strings.Contains(m.Role, email) {
+			t.Fatalf("role stored raw: %q", m.Role)
+		}
+	}
 }
 
 func refPattern(s string) []string {
