@@ -85,6 +85,8 @@ func TestDecodeErrorsAreClear(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"lease":{"epoch":"x"}}`: `field "lease.epoch" must be an integer, not a JSON string`,
 		`{"lease":{"owner":"x"}}`: `unknown field "owner"`,
+		`{"a.b":1}`:               `unknown field "a.b"`,
+		`{"lease":{"x/y~z":1}}`:   `unknown field "x/y~z"`,
 		`{"lease":`:               "malformed JSON",
 		`{"lease":{}} x`:          "unexpected data after the JSON object",
 		"  ":                      "empty",

@@ -126,11 +126,8 @@ func decodeError(err error) error {
 	}
 	switch {
 	case errors.Is(se.Err, jsonv2.ErrUnknownName):
-		name := path
-		if i := strings.LastIndexByte(path, '.'); i >= 0 {
-			name = path[i+1:]
-		}
-		return badRequest("unknown field %q (field names are case-sensitive)", name)
+		// The pointer's last token, unescaped: a name may hold '.' or '/'.
+		return badRequest("unknown field %q (field names are case-sensitive)", se.JSONPointer.LastToken())
 	case path == "":
 		return badRequest("the request body must be a JSON object")
 	case se.JSONKind == '0' && (strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint")):
