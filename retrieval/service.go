@@ -496,14 +496,37 @@ func (s *Service) Snapshot(ctx context.Context, tenantID, snapshotID string) (Sn
 	return snap, nil
 }
 
-// PurgeSnapshots deletes the tenant's snapshots older than the retention
-// and the texts only they referenced.
+// PurgeSnapshots deletes the tenant's snapshots (every tenant's for "")
+// older than the retention and the texts only they referenced.
 func (s *Service) PurgeSnapshots(ctx context.Context, tenantID string) (int, error) {
 	n, err := s.store.PurgeSnapshots(ctx, tenantID, s.now().Add(-s.opts.SnapshotRetention))
 	if err != nil {
 		return 0, fmt.Errorf("purge snapshots: %w", err)
 	}
 	return n, nil
+}
+
+// PurgeSnapshotsEvery purges every tenant's snapshots past the retention
+// now and then every interval (an hour when <= 0) until ctx ends, telling
+// report each pass's count or error. Several instances may run it: a pass
+// deletes what another already did not.
+func (s *Service) PurgeSnapshotsEvery(ctx context.Context, interval time.Duration, report func(purged int, err error)) {
+	if interval <= 0 {
+		interval = time.Hour
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := s.PurgeSnapshots(ctx, "")
+		if report != nil && ctx.Err() == nil {
+			report(n, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Invalidations lists the tenant's invalidation events after the index

@@ -77,9 +77,9 @@ type Store interface {
 	// GetSnapshot returns a stored snapshot with its texts, or ErrNotFound.
 	GetSnapshot(ctx context.Context, tenantID, snapshotID string) (Snapshot, error)
 
-	// PurgeSnapshots deletes the tenant's snapshots created before before
-	// and the texts no remaining snapshot references; it returns how many
-	// snapshots it deleted.
+	// PurgeSnapshots deletes the tenant's snapshots (every tenant's when
+	// tenantID is "") created before before and the texts no remaining
+	// snapshot references; it returns how many snapshots it deleted.
 	PurgeSnapshots(ctx context.Context, tenantID string, before time.Time) (int, error)
 
 	// ProjectionRows counts the document's rows in every projection

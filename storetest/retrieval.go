@@ -363,6 +363,15 @@ func testRetRetention(t *testing.T, s retrieval.Store, m retMode) {
 	f := newRfx(t, s, m, retrieval.Options{SnapshotRetention: time.Hour})
 	f.put("r", "Retention keeps snapshots for a while.", "tenant")
 	old := f.retrieve("user:a", "retention snapshots", 5)
+	// Another tenant's snapshot of the same age.
+	other := newTenant()
+	if _, _, err := f.svc.Put(t.Context(), other, retrieval.PutRequest{DocumentID: "r", Content: "Retention keeps snapshots for a while.", ACL: []string{"tenant"}}); err != nil {
+		t.Fatal(err)
+	}
+	otherOld, err := f.svc.Retrieve(t.Context(), other, retrieval.RetrieveRequest{Query: "retention snapshots", Principal: "user:a", K: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.advance(2 * time.Hour)
 	young := f.retrieve("user:a", "retention snapshots", 5)
 	n, err := f.svc.PurgeSnapshots(t.Context(), f.tenant)
@@ -374,6 +383,20 @@ func testRetRetention(t *testing.T, s retrieval.Store, m retMode) {
 	}
 	if got, err := f.svc.Snapshot(t.Context(), f.tenant, young.SnapshotID); err != nil || got.Hits[0].Text != young.Hits[0].Text {
 		t.Fatalf("kept snapshot lost its text: %+v %v", got, err)
+	}
+	// A tenant's purge left the other tenant's; a purge of every tenant ("")
+	// takes it, and still keeps the young one.
+	if _, err := f.svc.Snapshot(t.Context(), other, otherOld.SnapshotID); err != nil {
+		t.Fatalf("a tenant's purge took another tenant's snapshot: %v", err)
+	}
+	if n, err := f.svc.PurgeSnapshots(t.Context(), ""); err != nil || n < 1 {
+		t.Fatalf("purge of every tenant: %d %v", n, err)
+	}
+	if _, err := f.svc.Snapshot(t.Context(), other, otherOld.SnapshotID); !errors.Is(err, retrieval.ErrNotFound) {
+		t.Fatalf("purge of every tenant kept an old snapshot: %v", err)
+	}
+	if got, err := f.svc.Snapshot(t.Context(), f.tenant, young.SnapshotID); err != nil || got.Hits[0].Text != young.Hits[0].Text {
+		t.Fatalf("purge of every tenant took a young snapshot or its text: %+v %v", got, err)
 	}
 }
 

@@ -343,6 +343,8 @@ func TestServeLimitFlags(t *testing.T) {
 		{"serve", "--data", t.TempDir(), "--request-timeout", "-1s"},
 		{"serve", "--data", t.TempDir(), "--max-in-flight", "0"},
 		{"serve", "--data", t.TempDir(), "--max-in-flight", "many"},
+		{"serve", "--data", t.TempDir(), "--retrieval-ttl", "forever"},
+		{"serve", "--data", t.TempDir(), "--snapshot-retention", "-1h"},
 	} {
 		_, _, err := execute(t, ctx, args...)
 		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[3], "--")[:3]) {

@@ -22,8 +22,12 @@ const (
 	envLogFormat   = "MEMENTO_LOG_FORMAT"
 	envLogLevel    = "MEMENTO_LOG_LEVEL"
 	envRetention   = "MEMENTO_RETENTION"
-	envReqTimeout  = "MEMENTO_REQUEST_TIMEOUT"
-	envMaxInFlight = "MEMENTO_MAX_IN_FLIGHT"
+	// envRetrievalTTL and envSnapshotRetention bound document content and
+	// retrieval snapshots in time.
+	envRetrievalTTL      = "MEMENTO_RETRIEVAL_TTL"
+	envSnapshotRetention = "MEMENTO_SNAPSHOT_RETENTION"
+	envReqTimeout        = "MEMENTO_REQUEST_TIMEOUT"
+	envMaxInFlight       = "MEMENTO_MAX_IN_FLIGHT"
 	// envPIIRedaction and envPIIKey configure the session redactor and its vault.
 	envPIIRedaction = "MEMENTO_PII_REDACTION"
 	envPIIKey       = "MEMENTO_PII_KEY"

@@ -25,6 +25,7 @@ type serveFlags struct {
 	listen                      string
 	apiKeys                     string
 	retention                   string
+	retrievalTTL, snapRetention string
 	requestTimeout, maxInFlight string
 	otlpEndpoint                string
 }
@@ -111,6 +112,8 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl.StringVar(&f.apiKeys, "api-keys", "", `API keys "key=tenant[:role[:user]],..." with role reader, writer (default) or admin; a key with a user serves /mcp only, as that user (env `+envAPIKeys+`)`)
 	addEngineFlags(cmd, &f.engineFlags)
 	fl.StringVar(&f.retention, "retention", "", "delete completed, failed and cancelled runs (with their events, checkpoints and operations) this long after their last update, e.g. 720h; empty keeps them (env "+envRetention+")")
+	fl.StringVar(&f.retrievalTTL, "retrieval-ttl", "", "serve a document's content only this long after it was last PUT (or confirmed by a PUT of the same version), e.g. 2160h; empty: no bound (env "+envRetrievalTTL+")")
+	fl.StringVar(&f.snapRetention, "snapshot-retention", "", "keep retrieval snapshots (what a retrieval answered, texts included) this long, purged every hour, e.g. 168h (env "+envSnapshotRetention+", default 720h)")
 	fl.StringVar(&f.requestTimeout, "request-timeout", "", "longest a request may work, store calls included, e.g. 30s (env "+envReqTimeout+", default 30s)")
 	fl.StringVar(&f.maxInFlight, "max-in-flight", "", "most API requests served at once; beyond it a request is answered 503 overloaded (env "+envMaxInFlight+", default 256)")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces: a span per request and per store call; empty turns tracing off (env "+envOTLPEndpoint+")")
@@ -130,6 +133,22 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			return fmt.Errorf("retention %q: want a positive duration such as 720h", v)
 		}
 		retention = d
+	}
+	for _, d := range []struct {
+		flag, env, what string
+		value           string
+		into            *time.Duration
+	}{
+		{"retrieval-ttl", envRetrievalTTL, "retrieval TTL", f.retrievalTTL, &cfg.Retrieval.TTL},
+		{"snapshot-retention", envSnapshotRetention, "snapshot retention", f.snapRetention, &cfg.Retrieval.SnapshotRetention},
+	} {
+		if v := flagOrEnv(cmd, d.flag, d.value, d.env, ""); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x <= 0 {
+				return fmt.Errorf("%s %q: want a positive duration such as 720h", d.what, v)
+			}
+			*d.into = x
+		}
 	}
 	var reqTimeout time.Duration
 	if v := flagOrEnv(cmd, "request-timeout", f.requestTimeout, envReqTimeout, ""); v != "" {
@@ -210,6 +229,23 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			})
 		}()
 		defer func() { stopRetention(); <-done }()
+	}
+	if eng.Retrieval != nil {
+		// Every instance may run it: a pass deletes what is past the
+		// retention, whatever another instance did before.
+		purgeCtx, stopPurge := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			eng.Retrieval.PurgeSnapshotsEvery(purgeCtx, time.Hour, func(n int, err error) {
+				if err != nil {
+					logger.Error("snapshot retention", "err", err)
+				} else if n > 0 {
+					logger.Info("snapshot retention", "purged_snapshots", n)
+				}
+			})
+		}()
+		defer func() { stopPurge(); <-done }()
 	}
 	return srv.ListenAndServe(ctx, listen)
 }

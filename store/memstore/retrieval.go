@@ -373,21 +373,19 @@ func (r *Retrieval) PurgeSnapshots(_ context.Context, tenantID string, before ti
 	st := r.st()
 	n := 0
 	for k, s := range st.snaps {
-		if k.tenant == tenantID && s.CreatedAt.Before(before) {
+		if (tenantID == "" || k.tenant == tenantID) && s.CreatedAt.Before(before) {
 			delete(st.snaps, k)
 			n++
 		}
 	}
-	used := map[string]bool{}
+	used := map[[2]string]bool{} // (tenant, digest)
 	for k, s := range st.snaps {
-		if k.tenant == tenantID {
-			for _, h := range s.Hits {
-				used[h.ContentDigest] = true
-			}
+		for _, h := range s.Hits {
+			used[[2]string{k.tenant, h.ContentDigest}] = true
 		}
 	}
 	for k := range st.texts {
-		if k.tenant == tenantID && !used[k.id] {
+		if (tenantID == "" || k.tenant == tenantID) && !used[[2]string{k.tenant, k.id}] {
 			delete(st.texts, k)
 		}
 	}

@@ -525,16 +525,17 @@ func (r Retrieval) GetSnapshot(ctx context.Context, tenantID, snapshotID string)
 func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before time.Time) (int, error) {
 	var n int64
 	err := pgx.BeginTxFunc(ctx, r.db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshot_hits WHERE tenant_id = $1 AND snapshot_id IN
-			(SELECT snapshot_id FROM retrieval_snapshots WHERE tenant_id = $1 AND created_at < $2)`, tenantID, before); err != nil {
+		// "" is every tenant: the server's retention pass.
+		if _, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshot_hits WHERE (tenant_id, snapshot_id) IN
+			(SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE ($1 = '' OR tenant_id = $1) AND created_at < $2)`, tenantID, before); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshots WHERE tenant_id = $1 AND created_at < $2`, tenantID, before)
+		tag, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshots WHERE ($1 = '' OR tenant_id = $1) AND created_at < $2`, tenantID, before)
 		if err != nil {
 			return err
 		}
 		n = tag.RowsAffected()
-		_, err = tx.Exec(ctx, `DELETE FROM retrieval_texts t WHERE t.tenant_id = $1 AND NOT EXISTS
+		_, err = tx.Exec(ctx, `DELETE FROM retrieval_texts t WHERE ($1 = '' OR t.tenant_id = $1) AND NOT EXISTS
 			(SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = t.tenant_id AND h.content_digest = t.digest)`, tenantID)
 		return err
 	})

@@ -632,16 +632,17 @@ func (r Retrieval) GetSnapshot(ctx context.Context, tenantID, snapshotID string)
 func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before time.Time) (int, error) {
 	var n int64
 	err := r.db.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_snapshot_hits WHERE tenant_id = ? AND snapshot_id IN
-			(SELECT snapshot_id FROM retrieval_snapshots WHERE tenant_id = ? AND created_at < ?)`, tenantID, tenantID, before.UnixMicro()); err != nil {
+		// "" is every tenant: the server's retention pass.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_snapshot_hits WHERE (tenant_id, snapshot_id) IN
+			(SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE (?1 = '' OR tenant_id = ?1) AND created_at < ?2)`, tenantID, before.UnixMicro()); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM retrieval_snapshots WHERE tenant_id = ? AND created_at < ?`, tenantID, before.UnixMicro())
+		res, err := tx.ExecContext(ctx, `DELETE FROM retrieval_snapshots WHERE (?1 = '' OR tenant_id = ?1) AND created_at < ?2`, tenantID, before.UnixMicro())
 		if err != nil {
 			return err
 		}
 		n, _ = res.RowsAffected()
-		_, err = tx.ExecContext(ctx, `DELETE FROM retrieval_texts WHERE tenant_id = ? AND NOT EXISTS
+		_, err = tx.ExecContext(ctx, `DELETE FROM retrieval_texts WHERE (?1 = '' OR tenant_id = ?1) AND NOT EXISTS
 			(SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = retrieval_texts.tenant_id AND h.content_digest = retrieval_texts.digest)`, tenantID)
 		return err
 	})
