@@ -41,7 +41,7 @@ func (s *Server) readJSONObject(w http.ResponseWriter, r *http.Request) ([]byte,
 			return nil, newError(problem.UnsupportedMediaType, fmt.Sprintf("Content-Type %q is not JSON; send Content-Type: application/json (with curl: --json, or -H 'Content-Type: application/json')", ct))
 		}
 	}
-	body, err := s.readBody(w, r, "; keep large payloads in an artifact store and put a digest and URI in the state")
+	body, err := s.readBody(w, r, "; keep large payloads in an artifact store and send a digest and URI instead")
 	if err != nil {
 		return nil, err
 	}
@@ -68,16 +68,29 @@ func decodeStrict(trimmed []byte, dst any) error {
 	return nil
 }
 
-// readBody reads the request body, at most s.maxBody bytes: a longer one is
+// bodyLimitKey holds a route's own body limit (Route.MaxBody).
+type bodyLimitKey struct{}
+
+// bodyLimit is the most a request's body may hold: its route's own limit
+// when that is larger, else the server's.
+func (s *Server) bodyLimit(r *http.Request) int64 {
+	if n, ok := r.Context().Value(bodyLimitKey{}).(int64); ok && n > s.maxBody {
+		return n
+	}
+	return s.maxBody
+}
+
+// readBody reads the request body, at most bodyLimit bytes: a longer one is
 // a 413 problem whose detail ends with hint.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hint string) ([]byte, error) {
 	var buf []byte
-	if n := r.ContentLength; n > 0 && n < s.maxBody {
+	limit := s.bodyLimit(r)
+	if n := r.ContentLength; n > 0 && n < limit {
 		// A declared length sizes the buffer once (the reader still checks
 		// it); only up to presizeLimit, so a length alone reserves little.
 		buf = make([]byte, 0, min(n+1, presizeLimit))
 	}
-	body, err := readAll(http.MaxBytesReader(w, r.Body, s.maxBody), buf)
+	body, err := readAll(http.MaxBytesReader(w, r.Body, limit), buf)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

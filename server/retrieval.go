@@ -23,7 +23,8 @@ var retrievalSentinels = []sentinel{
 // server; without one (Options.Retrieval nil) each answers 404 saying so.
 func (s *Server) retrievalRoutes() []Route {
 	return []Route{
-		{Method: http.MethodPut, Path: "/v1/documents/{document_id}", Handler: s.withRetrieval(s.putDocument)},
+		// Room for the largest content the service takes, JSON-escaped.
+		{Method: http.MethodPut, Path: "/v1/documents/{document_id}", Handler: s.withRetrieval(s.putDocument), MaxBody: 2*retrieval.MaxContentBytes + 64<<10},
 		{Method: http.MethodGet, Path: "/v1/documents/{document_id}", Handler: s.withRetrieval(s.getDocument)},
 		{Method: http.MethodDelete, Path: "/v1/documents/{document_id}", Handler: s.withRetrieval(s.deleteDocument)},
 		// Retrieval stores a snapshot but changes no document: a reader may retrieve.

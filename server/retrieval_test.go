@@ -281,3 +281,25 @@ func TestDocumentPutNeedsContent(t *testing.T) {
 		})
 	}
 }
+
+// A document up to the service's content limit goes in, though it is larger
+// than the body limit every other route takes (which follows the state
+// limit); one past the content limit is refused for its content, not as a
+// request that talks about run state.
+func TestDocumentUpToTheContentLimit(t *testing.T) {
+	e, h := adminRetrievalEnv(t, "sqlite")
+	word := "wombat burrow "
+	big := strings.Repeat(word, (retrieval.MaxContentBytes-1024)/len(word))
+	if res := e.do(t, "PUT", "/v1/documents/big", map[string]any{"content": big, "acl": []string{"tenant"}}, h); res.status != 201 {
+		t.Fatalf("put of %d bytes: %d %.300s", len(big), res.status, res.body)
+	}
+	over := big + strings.Repeat("x", 2048)
+	res := e.do(t, "PUT", "/v1/documents/over", map[string]any{"content": over, "acl": []string{"tenant"}}, h)
+	if res.status != 422 || !strings.Contains(string(res.body), "content is over") {
+		t.Fatalf("put of %d bytes: %d %.300s", len(over), res.status, res.body)
+	}
+	res = e.do(t, "POST", "/v1/runs", map[string]any{"run_id": "r", "workflow_name": "w", "workflow_version": "1", "state": map[string]any{"blob": big}}, h)
+	if res.status != 413 || strings.Contains(string(res.body), "in the state") {
+		t.Fatalf("another route took the document limit: %d %.300s", res.status, res.body)
+	}
+}

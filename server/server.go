@@ -129,6 +129,9 @@ type Route struct {
 	// one (or any write with If-None-Match) is refused, never carried out
 	// as if it were unconditional.
 	IfMatch bool
+	// MaxBody, when > 0, is this route's body limit instead of the
+	// server's (which follows the state limit): a document is not a state.
+	MaxBody int64
 
 	pathParams []string // the {wildcards} of Path, checked on every request
 	// queryParams, on a write, are the query parameters the API document
@@ -443,6 +446,9 @@ func (s *Server) wrap(rt Route) http.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.requestTimeout)
 		defer cancel()
+		if rt.MaxBody > 0 {
+			ctx = context.WithValue(ctx, bodyLimitKey{}, rt.MaxBody)
+		}
 		r = r.WithContext(ctx)
 		if !rt.Public {
 			p, err := s.authenticate(r, rt.Role)
