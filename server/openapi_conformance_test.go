@@ -19,6 +19,7 @@ import (
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/mcp"
 	"github.com/mementohq/memento/memory"
+	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/server"
 )
 
@@ -164,6 +165,15 @@ type probe struct {
 // small so that a body over it is cheap to send.
 const probeBodyLimit = 16 << 10
 
+// routeBodyLimit is the body limit of a route that has its own
+// (Route.MaxBody), 0 for the others.
+func routeBodyLimit(op docOperation) int {
+	if op.method == http.MethodPut && op.path == "/v1/documents/{document_id}" {
+		return 2*retrieval.MaxContentBytes + 64<<10
+	}
+	return 0
+}
+
 // probesOf are the requests sent to op: its path ids over-long or not
 // text; and, on a write, a body under the wrong Content-Type, malformed
 // JSON and a body over the limit. A write that documents no body gets
@@ -201,7 +211,7 @@ func probesOf(op docOperation) []probe {
 		ps = append(ps,
 			probe{"text/plain body", fill(""), "text/plain", "{}", http.StatusUnsupportedMediaType},
 			probe{"malformed JSON body", fill(""), "application/json", `{"a":`, http.StatusBadRequest},
-			probe{"body over the limit", fill(""), "application/json", `{"a":"` + strings.Repeat("x", 2*probeBodyLimit) + `"}`, http.StatusRequestEntityTooLarge})
+			probe{"body over the limit", fill(""), "application/json", `{"a":"` + strings.Repeat("x", 2*max(probeBodyLimit, routeBodyLimit(op))) + `"}`, http.StatusRequestEntityTooLarge})
 	}
 	return ps
 }
