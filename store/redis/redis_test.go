@@ -373,3 +373,22 @@ func TestReadsSessionsOfTheOneByOneTrim(t *testing.T) {
 		t.Fatalf("set state: %v", err)
 	}
 }
+
+// TestReadPastExpiryBeforeTheKeyGoes: Redis expires a key in millisecond
+// steps, later than the session's own expiry (microseconds); a read in
+// between answers not found, as the scripts do. The key is kept alive here
+// well past the session's expiry to make that window wide.
+func TestReadPastExpiryBeforeTheKeyGoes(t *testing.T) {
+	s := openStore(t)
+	ctx := t.Context()
+	if _, _, err := s.Put(ctx, session.PutParams{TenantID: "t", SessionID: "s", UserID: "u", State: []byte(`{}`), TTL: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client().PExpire(ctx, s.Prefix()+"{t:t:s:s}", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if _, err := s.Get(ctx, "t", "s", "u"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("read past the session's expiry: %v, want ErrNotFound", err)
+	}
+}

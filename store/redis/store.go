@@ -372,6 +372,11 @@ func (s *Store) get(ctx context.Context, key, tenantID, sessionID, userID string
 	if err != nil {
 		return session.Session{}, "", err
 	}
+	// The key's own expiry has millisecond steps; the session's is in
+	// microseconds, as the scripts compare it. A read in between is late.
+	if !ss.ExpiresAt.After(time.Now()) {
+		return session.Session{}, "", session.ErrNotFound
+	}
 	s.cache.put(key, cacheEntry{user: userID, gen: gen, app: ss.App, rev: ss.Revision, state: value(vals[fState])})
 	return ss, gen, nil
 }
