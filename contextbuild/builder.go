@@ -369,7 +369,12 @@ func (b *Builder) addMemories(ctx context.Context, a *assembly, tenantID string,
 }
 
 func (b *Builder) addDocuments(ctx context.Context, a *assembly, tenantID string, r Request, cap int) error {
-	if r.Principal == "" || r.Query == "" {
+	if r.Principal == "" {
+		return nil
+	}
+	if r.Query == "" {
+		// Documents are retrieved by the query: none was given to look for.
+		a.leave(KindDocuments, []string{r.Principal}, "no query to retrieve documents by")
 		return nil
 	}
 	got, err := b.src.Retriever.Retrieve(ctx, tenantID, r.Principal, r.Query, 20)

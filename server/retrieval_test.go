@@ -303,3 +303,27 @@ func TestDocumentUpToTheContentLimit(t *testing.T) {
 		t.Fatalf("another route took the document limit: %d %.300s", res.status, res.body)
 	}
 }
+
+// A context asked for a principal's documents without a query says why it
+// holds none, instead of leaving them out silently.
+func TestContextDocumentsNeedAQuery(t *testing.T) {
+	e, h := adminRetrievalEnv(t, "sqlite")
+	if res := e.do(t, "PUT", "/v1/documents/hb", map[string]any{"content": "The incident handbook names the bridge.", "acl": []string{"tenant"}}, h); res.status != 201 {
+		t.Fatalf("put: %d %s", res.status, res.body)
+	}
+	res := e.do(t, "POST", "/v1/context", map[string]any{"model": "gpt-4o", "budget_tokens": 500, "system": "s", "principal": "user:alice"}, h)
+	var out struct {
+		Accounting struct {
+			LeftOut []struct{ Kind, Reason string } `json:"left_out"`
+		} `json:"accounting"`
+	}
+	if res.status != 200 || json.Unmarshal(res.body, &out) != nil {
+		t.Fatalf("context: %d %s", res.status, res.body)
+	}
+	for _, l := range out.Accounting.LeftOut {
+		if l.Kind == "documents" && strings.Contains(l.Reason, "no query") {
+			return
+		}
+	}
+	t.Fatalf("documents left out silently: %s", res.body)
+}
