@@ -2,6 +2,7 @@ package memento_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -68,5 +69,51 @@ func TestContextRanksHistoryByMeaningWithAnEmbedder(t *testing.T) {
 	}
 	if emb.calls.Load() == 0 || !strings.Contains(all.String(), "swimming in the lake") {
 		t.Fatalf("embedder called %d times; the context lacks the swimming turn:\n%s", emb.calls.Load(), all.String())
+	}
+}
+
+// failingEmbedder is a remote model that is down.
+type failingEmbedder struct{}
+
+func (failingEmbedder) Model() string { return "down" }
+func (failingEmbedder) Dim() int      { return 2 }
+func (failingEmbedder) Embed(context.Context, []string) ([][]float32, error) {
+	return nil, errors.New("503 from the model")
+}
+
+// An embedder that fails leaves older history to full text, said in the
+// accounting, instead of failing the context.
+func TestContextFallsBackToFullTextWhenTheEmbedderFails(t *testing.T) {
+	ctx := context.Background()
+	eng, err := memento.Open(ctx, memento.Config{DataDir: t.TempDir(), Memory: memory.Options{Embedder: failingEmbedder{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, _, err := eng.Sessions.Put(ctx, "t", "chat", session.PutRequest{UserID: "u", State: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []session.MessageInput{{Role: "user", Content: "My sister Ada plays the cello."}}
+	for i := range 99 {
+		msgs = append(msgs, session.MessageInput{Role: "assistant", Content: fmt.Sprintf("Note %d: the weather report said clouds over the hills, nothing more to tell.", i)})
+	}
+	if _, err := eng.Sessions.Append(ctx, "t", "chat", "u", msgs); err != nil {
+		t.Fatal(err)
+	}
+	built, err := eng.Context.Build(ctx, "t", contextbuild.Request{Model: "gpt-4o", BudgetTokens: 600,
+		Query: "What does Ada play?", SessionID: "chat", UserID: "u"})
+	if err != nil {
+		t.Fatalf("build with the embedder down: %v", err)
+	}
+	var all strings.Builder
+	for _, m := range built.Messages {
+		all.WriteString(m.Content)
+	}
+	said := false
+	for _, l := range built.Accounting.LeftOut {
+		said = said || strings.Contains(l.Reason, "embedder failed")
+	}
+	if !strings.Contains(all.String(), "plays the cello") || !said {
+		t.Fatalf("fallback: cello found %v, said %v; left out %+v", strings.Contains(all.String(), "plays the cello"), said, built.Accounting.LeftOut)
 	}
 }

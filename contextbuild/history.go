@@ -378,9 +378,9 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 	if query != "" && start > 0 {
 		header := "Earlier history relevant to the question (oldest first):"
 		left := budget - used - (tokens.TokensPerMessage + a.counter.Count(string(roleOf(KindHistory))) + a.counter.Count(header+"\n"))
-		ranked, best, terms, err := b.rankOlder(ctx, h, query, start)
-		if err != nil {
-			return err
+		ranked, best, terms, fellBack := b.rankOlder(ctx, h, query, start)
+		if fellBack != nil {
+			a.leave(KindHistory, []string{"embedder:" + b.src.Embedder.Model()}, "ranked by full text only: the embedder failed ("+fellBack.Error()+")")
 		}
 		dates := map[string]bool{}
 		take := func(i int) {
@@ -494,13 +494,13 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 // vectors when an embedder is set. Items that match nothing are not ranked.
 // It also returns the best hits (the first bestHits of each full-text
 // ranking of the query's own terms) and the query's analysed terms.
-func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end int) ([]int, map[int]bool, []string, error) {
+func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end int) (out []int, best map[int]bool, terms []string, fellBack error) {
 	limit := h.items[end-1].seq
 	keep := func(id string) bool {
 		n, _ := strconv.ParseInt(id, 10, 64)
 		return n <= limit
 	}
-	terms := search.Analyze(query)
+	terms = search.Analyze(query)
 	terms = append(terms, h.index.Variants(query)...)
 	first := h.index.SearchTerms(terms, relevantCandidates, keep)
 	lists := [][]search.Ranked{first, h.windows.SearchTerms(terms, relevantCandidates, keep)}
@@ -519,22 +519,16 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 		}
 	}
 	if b.src.Embedder != nil {
-		if err := h.embed(ctx, b.src.Embedder); err != nil {
-			return nil, nil, nil, err
+		// An embedder that fails (a remote model down or refusing) leaves
+		// the ranking to full text, said in the accounting, rather than
+		// failing the context.
+		vs, err := b.byMeaning(ctx, h, query, keep)
+		if err != nil {
+			fellBack = err
+		} else {
+			lists = append(lists, vs)
+			weights = append(weights, 1)
 		}
-		qv, err := b.src.Embedder.Embed(ctx, []string{query})
-		if err != nil || len(qv) != 1 {
-			return nil, nil, nil, fmt.Errorf("embed query: %w", err)
-		}
-		vs := h.vectors.Search(qv[0], relevantCandidates, func(id string, _ search.Meta) bool { return keep(id) })
-		for i, v := range vs {
-			if v.Score <= 0 {
-				vs = vs[:i]
-				break
-			}
-		}
-		lists = append(lists, vs)
-		weights = append(weights, 1)
 	}
 	// A question that names some of the history's speakers is mostly
 	// answered by what they said: their items rank in lists of their own
@@ -554,14 +548,14 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 	for i, it := range h.items[:end] {
 		pos[it.seq] = i
 	}
-	out := make([]int, 0, len(fused))
+	out = make([]int, 0, len(fused))
 	for _, f := range fused {
 		n, _ := strconv.ParseInt(f.ID, 10, 64)
 		if i, ok := pos[n]; ok {
 			out = append(out, i)
 		}
 	}
-	best := map[int]bool{}
+	best = map[int]bool{}
 	for _, l := range own {
 		for _, r := range l[:min(bestHits, len(l))] {
 			n, _ := strconv.ParseInt(r.ID, 10, 64)
@@ -570,7 +564,26 @@ func (b *Builder) rankOlder(ctx context.Context, h *history, query string, end i
 			}
 		}
 	}
-	return out, best, terms, nil
+	return out, best, terms, fellBack
+}
+
+// byMeaning ranks the history's items up to keep by their vectors'
+// closeness to the query's, embedding what is not embedded yet.
+func (b *Builder) byMeaning(ctx context.Context, h *history, query string, keep func(string) bool) ([]search.Ranked, error) {
+	if err := h.embed(ctx, b.src.Embedder); err != nil {
+		return nil, err
+	}
+	qv, err := b.src.Embedder.Embed(ctx, []string{query})
+	if err != nil || len(qv) != 1 {
+		return nil, fmt.Errorf("embed query: %w", err)
+	}
+	vs := h.vectors.Search(qv[0], relevantCandidates, func(id string, _ search.Meta) bool { return keep(id) })
+	for i, v := range vs {
+		if v.Score <= 0 {
+			return vs[:i], nil
+		}
+	}
+	return vs, nil
 }
 
 func (h *history) embed(ctx context.Context, e llm.Embedder) error {

@@ -132,6 +132,18 @@ func (s *Service) Extract(ctx context.Context, tenantID string, in ExtractInput)
 	if err != nil {
 		return ExtractResult{}, fmt.Errorf("extract candidates: %w", err)
 	}
+	// A candidate names namespaces and keys as the model spelled them; the
+	// retractions and contradictions below look them up as stored.
+	for i := range ex.Candidates {
+		c := &ex.Candidates[i]
+		if c.Namespace != "" {
+			c.Namespace = NormalizeNamespace(c.Namespace)
+		}
+		c.Key = NormalizeKey(c.Key)
+		for j, k := range c.Contradicts {
+			c.Contradicts[j] = NormalizeKey(k)
+		}
+	}
 	res := ExtractResult{Items: []ExtractItem{}, Skipped: ex.Skipped, Usage: ex.Usage, Extractor: s.opts.Extractor.Name(), Applied: in.Apply}
 	if res.Skipped == nil {
 		res.Skipped = []SkippedMessage{}

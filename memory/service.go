@@ -479,7 +479,8 @@ func (s *Service) write(ctx context.Context, c Claim, supersedes string) (AddRes
 // currentOf is the key's current claim, expired or not (it still holds the
 // key until something supersedes it).
 func (s *Service) currentOf(ctx context.Context, tenantID, subjectID, namespace, key string) (Claim, bool, error) {
-	cs, err := s.store.List(ctx, ListQuery{TenantID: tenantID, SubjectID: subjectID, Namespace: namespace, Key: key, Statuses: []Status{StatusCurrent}, Limit: 2})
+	cs, err := s.store.List(ctx, ListQuery{TenantID: tenantID, SubjectID: subjectID, Namespace: NormalizeNamespace(namespace), Key: NormalizeKey(key),
+		Statuses: []Status{StatusCurrent}, Limit: 2})
 	if err != nil {
 		return Claim{}, false, fmt.Errorf("read current claim of key %s: %w", key, err)
 	}

@@ -576,12 +576,34 @@ func (scripted) Extract(_ context.Context, msgs []memory.Message) (memory.Extrac
 			continue
 		}
 		c := memory.Candidate{Key: k, Value: str(v), Kind: "statement", ValidatedBy: memory.ValidatedUserStated, MessageIDs: []string{m.ID}}
+		if ns, key, ok := strings.Cut(k, ":"); ok { // "ns:key=value" names the namespace
+			c.Namespace, c.Key = ns, key
+		}
+		if v == "null" { // a retraction
+			c.Value = json.RawMessage("null")
+		}
 		if k == "mood" {
 			c.Category = "mood"
 		}
 		ex.Candidates = append(ex.Candidates, c)
 	}
 	return ex, nil
+}
+
+// A retraction names the namespace and key as the model spelled them; it
+// reaches the claim stored under their normal form.
+func TestExtractRetractsWhateverTheSpelling(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, memstore.New().Memory(), nil)
+	add(t, s, "t1", memory.AddInput{SubjectID: "u1", Namespace: "Prefs", Key: "color", Value: str("blue")})
+	res, err := s.Extract(ctx, "t1", memory.ExtractInput{SubjectID: "u1", Apply: true,
+		Messages: []memory.Message{{ID: "a", Role: "user", Content: "PREFS:Color=null"}}})
+	if err != nil || len(res.Items) != 1 || res.Items[0].Outcome != memory.OutcomeInvalidated {
+		t.Fatalf("retraction: %+v %v", res.Items, err)
+	}
+	if cs, _, _ := s.List(ctx, "t1", memory.Query{SubjectID: "u1"}); len(cs) != 0 {
+		t.Fatalf("the retracted claim is still current: %+v", cs)
+	}
 }
 
 func TestExtractReportsEveryOutcome(t *testing.T) {

@@ -339,9 +339,24 @@ func (s *Server) forgetSubject(w http.ResponseWriter, r *http.Request) error {
 		return unprocessable("namespace is empty: name one, or leave the parameter out to forget every namespace")
 	}
 	req := ForgetRequest{Namespace: q.Get("namespace"), Reason: q.Get("reason")}
-	var body ForgetRequest
-	if _, err := s.decodeOptionalJSON(w, r, &body); err != nil {
+	// ForgetRequest with pointers: a namespace sent empty is told from one
+	// left out (every namespace).
+	var sent struct {
+		Namespace *string `json:"namespace,omitempty"`
+		Reason    *string `json:"reason,omitempty"`
+	}
+	if _, err := s.decodeOptionalJSON(w, r, &sent); err != nil {
 		return err
+	}
+	if sent.Namespace != nil && *sent.Namespace == "" {
+		return unprocessable("namespace is empty: name one, or leave it out to forget every namespace")
+	}
+	var body ForgetRequest
+	if sent.Namespace != nil {
+		body.Namespace = *sent.Namespace
+	}
+	if sent.Reason != nil {
+		body.Reason = *sent.Reason
 	}
 	for _, f := range []struct {
 		name      string

@@ -341,6 +341,7 @@ func TestUnknownQueryParameterOnAWrite(t *testing.T) {
 		expectProblem(t, e.do(t, "GET", "/v1/memories?subject_id=other&subject_id=fq", nil, e.a), 400, "invalid-request")
 		// An empty namespace names none: refused, not taken as every one.
 		expectProblem(t, e.do(t, "DELETE", "/v1/subjects/fq/memories?namespace=", nil, e.a), 422, "invalid-request")
+		expectProblem(t, e.do(t, "DELETE", "/v1/subjects/fq/memories", map[string]any{"namespace": ""}, e.a), 422, "invalid-request")
 		// A subject or namespace no path can name (forget and declare go by
 		// path) is refused when written, so none is stored out of reach.
 		for _, id := range []string{".", "..", "a/", "/a", "a//b", "x/./y", "x/../y"} {

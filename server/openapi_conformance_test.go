@@ -169,7 +169,7 @@ const probeBodyLimit = 16 << 10
 // (Route.MaxBody), 0 for the others.
 func routeBodyLimit(op docOperation) int {
 	if op.method == http.MethodPut && op.path == "/v1/documents/{document_id}" {
-		return 2*retrieval.MaxContentBytes + 64<<10
+		return 6*retrieval.MaxContentBytes + 64<<10
 	}
 	return 0
 }

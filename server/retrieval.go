@@ -23,8 +23,9 @@ var retrievalSentinels = []sentinel{
 // server; without one (Options.Retrieval nil) each answers 404 saying so.
 func (s *Server) retrievalRoutes() []Route {
 	return []Route{
-		// Room for the largest content the service takes, JSON-escaped.
-		{Method: http.MethodPut, Path: "/v1/documents/{document_id}", Handler: s.withRetrieval(s.putDocument), MaxBody: 2*retrieval.MaxContentBytes + 64<<10},
+		// Room for the largest content the service takes, JSON-escaped
+		// (\uXXXX is 6 bytes for a 1 to 3 byte character).
+		{Method: http.MethodPut, Path: "/v1/documents/{document_id}", Handler: s.withRetrieval(s.putDocument), MaxBody: documentBodyBytes},
 		{Method: http.MethodGet, Path: "/v1/documents/{document_id}", Handler: s.withRetrieval(s.getDocument)},
 		{Method: http.MethodDelete, Path: "/v1/documents/{document_id}", Handler: s.withRetrieval(s.deleteDocument)},
 		// Retrieval stores a snapshot but changes no document: a reader may retrieve.
@@ -85,6 +86,9 @@ func docNotFound(err error, what string) error {
 	}
 	return err
 }
+
+// documentBodyBytes is the body limit of PUT /v1/documents/{id}.
+const documentBodyBytes = 6*retrieval.MaxContentBytes + 64<<10
 
 func (s *Server) putDocument(w http.ResponseWriter, r *http.Request) error {
 	var in DocumentRequest

@@ -366,6 +366,11 @@ func newMemoryForgetCmd(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("namespace") && namespace == "" {
+				// Most likely a variable left unset: forgetting every
+				// namespace is asked for by leaving the flag out.
+				return fmt.Errorf("--namespace is empty: name one, or leave the flag out to forget every namespace")
+			}
 			c, err := cf.client(cmd)
 			if err != nil {
 				return err

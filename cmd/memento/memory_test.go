@@ -202,3 +202,12 @@ func TestMemoryCommands(t *testing.T) {
 		}
 	}
 }
+
+// An empty --namespace is refused before anything is sent: leaving the flag
+// out is how every namespace is forgotten.
+func TestMemoryForgetEmptyNamespace(t *testing.T) {
+	_, _, err := execute(t, context.Background(), "memory", "forget", "u1", "--namespace", "", "--server", "http://127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "--namespace is empty") {
+		t.Fatalf("forget --namespace \"\": %v", err)
+	}
+}

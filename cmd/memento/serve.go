@@ -25,7 +25,6 @@ type serveFlags struct {
 	listen                      string
 	apiKeys                     string
 	retention                   string
-	retrievalTTL, snapRetention string
 	requestTimeout, maxInFlight string
 	otlpEndpoint                string
 }
@@ -37,6 +36,9 @@ type engineFlags struct {
 	logFormat, logLevel   string
 	piiRedaction          bool
 	models                modelFlags
+	// retrievalTTL and snapRetention bound documents' content and
+	// retrieval snapshots in time.
+	retrievalTTL, snapRetention string
 }
 
 // addEngineFlags registers the flags of engineFlags on cmd.
@@ -48,6 +50,8 @@ func addEngineFlags(cmd *cobra.Command, f *engineFlags) {
 	fl.StringVar(&f.maxState, "max-state-bytes", "", "largest run state accepted, in bytes (env "+envMaxState+", default 1048576)")
 	fl.BoolVar(&f.piiRedaction, "pii-redaction", true, "replace e-mails, phones, cards and IBANs in sessions by vault references (env "+envPIIRedaction+"; the vault key comes from "+envPIIKey+", 64 hex digits, required with --postgres or --redis: openssl rand -hex 32)")
 	addModelFlags(cmd, &f.models)
+	fl.StringVar(&f.retrievalTTL, "retrieval-ttl", "", "serve a document's content only this long after it was last PUT (or confirmed by a PUT of the same version), e.g. 2160h; empty: no bound (env "+envRetrievalTTL+")")
+	fl.StringVar(&f.snapRetention, "snapshot-retention", "", "keep retrieval snapshots (what a retrieval answered, texts included) this long, purged every hour by serve, e.g. 168h (env "+envSnapshotRetention+", default 720h)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json (env "+envLogFormat+")")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (env "+envLogLevel+")")
 }
@@ -81,6 +85,22 @@ func engineConfig(cmd *cobra.Command, f engineFlags) (memento.Config, error) {
 		}
 		cfg.MaxStateBytes = n
 	}
+	for _, d := range []struct {
+		flag, env, what string
+		value           string
+		into            *time.Duration
+	}{
+		{"retrieval-ttl", envRetrievalTTL, "retrieval TTL", f.retrievalTTL, &cfg.Retrieval.TTL},
+		{"snapshot-retention", envSnapshotRetention, "snapshot retention", f.snapRetention, &cfg.Retrieval.SnapshotRetention},
+	} {
+		if v := flagOrEnv(cmd, d.flag, d.value, d.env, ""); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x <= 0 {
+				return cfg, fmt.Errorf("%s %q: want a positive duration such as 720h", d.what, v)
+			}
+			*d.into = x
+		}
+	}
 	return cfg, nil
 }
 
@@ -112,8 +132,6 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl.StringVar(&f.apiKeys, "api-keys", "", `API keys "key=tenant[:role[:user]],..." with role reader, writer (default) or admin; a key with a user serves /mcp only, as that user (env `+envAPIKeys+`)`)
 	addEngineFlags(cmd, &f.engineFlags)
 	fl.StringVar(&f.retention, "retention", "", "delete completed, failed and cancelled runs (with their events, checkpoints and operations) this long after their last update, e.g. 720h; empty keeps them (env "+envRetention+")")
-	fl.StringVar(&f.retrievalTTL, "retrieval-ttl", "", "serve a document's content only this long after it was last PUT (or confirmed by a PUT of the same version), e.g. 2160h; empty: no bound (env "+envRetrievalTTL+")")
-	fl.StringVar(&f.snapRetention, "snapshot-retention", "", "keep retrieval snapshots (what a retrieval answered, texts included) this long, purged every hour, e.g. 168h (env "+envSnapshotRetention+", default 720h)")
 	fl.StringVar(&f.requestTimeout, "request-timeout", "", "longest a request may work, store calls included, e.g. 30s (env "+envReqTimeout+", default 30s)")
 	fl.StringVar(&f.maxInFlight, "max-in-flight", "", "most API requests served at once; beyond it a request is answered 503 overloaded (env "+envMaxInFlight+", default 256)")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces: a span per request and per store call; empty turns tracing off (env "+envOTLPEndpoint+")")
@@ -133,22 +151,6 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			return fmt.Errorf("retention %q: want a positive duration such as 720h", v)
 		}
 		retention = d
-	}
-	for _, d := range []struct {
-		flag, env, what string
-		value           string
-		into            *time.Duration
-	}{
-		{"retrieval-ttl", envRetrievalTTL, "retrieval TTL", f.retrievalTTL, &cfg.Retrieval.TTL},
-		{"snapshot-retention", envSnapshotRetention, "snapshot retention", f.snapRetention, &cfg.Retrieval.SnapshotRetention},
-	} {
-		if v := flagOrEnv(cmd, d.flag, d.value, d.env, ""); v != "" {
-			x, err := time.ParseDuration(v)
-			if err != nil || x <= 0 {
-				return fmt.Errorf("%s %q: want a positive duration such as 720h", d.what, v)
-			}
-			*d.into = x
-		}
 	}
 	var reqTimeout time.Duration
 	if v := flagOrEnv(cmd, "request-timeout", f.requestTimeout, envReqTimeout, ""); v != "" {

@@ -535,6 +535,13 @@ func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before t
 			return err
 		}
 		n = tag.RowsAffected()
+		// A snapshot being written now may reuse a text (its insert does
+		// nothing on conflict, so it locks no row) with a hit this statement
+		// cannot see yet: wait for writers to finish, and hold new ones back
+		// for this one statement, so that no text a snapshot names goes.
+		if _, err := tx.Exec(ctx, `LOCK TABLE retrieval_texts IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return err
+		}
 		_, err = tx.Exec(ctx, `DELETE FROM retrieval_texts t WHERE ($1 = '' OR t.tenant_id = $1) AND NOT EXISTS
 			(SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = t.tenant_id AND h.content_digest = t.digest)`, tenantID)
 		return err
