@@ -37,6 +37,7 @@ func RetrievalStoreSuite(t *testing.T, open func(t *testing.T) retrieval.Store) 
 		{"DeleteRemovesEveryRow", testRetDelete},
 		{"TTL", testRetTTL},
 		{"SnapshotRetention", testRetRetention},
+		{"SnapshotRetentionBacklog", testRetRetentionBacklog},
 		{"ConcurrentPuts", testRetConcurrentPuts},
 		{"ACLLeakProbe", testRetLeakProbe},
 		{"TwoInstances", testRetTwoInstances},
@@ -397,6 +398,42 @@ func testRetRetention(t *testing.T, s retrieval.Store, m retMode) {
 	}
 	if got, err := f.svc.Snapshot(t.Context(), f.tenant, young.SnapshotID); err != nil || got.Hits[0].Text != young.Hits[0].Text {
 		t.Fatalf("purge of every tenant took a young snapshot or its text: %+v %v", got, err)
+	}
+}
+
+// testRetRetentionBacklog: a backlog larger than a store's purge batch
+// goes whole, with the texts only it named; a young snapshot sharing a text
+// keeps it.
+func testRetRetentionBacklog(t *testing.T, s retrieval.Store, _ retMode) {
+	ctx := t.Context()
+	tenant := newTenant()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	snap := func(id string, at time.Time, texts ...string) retrieval.Snapshot {
+		sn := retrieval.Snapshot{TenantID: tenant, SnapshotID: id, QueryDigest: "q", Principal: "user:a", K: 5, CreatedAt: at}
+		for i, x := range texts {
+			sn.Hits = append(sn.Hits, retrieval.Hit{DocumentID: "d", SourceURI: "u", SourceVersion: "1", Version: 1,
+				ChunkID: fmt.Sprintf("d:p1:c%d", i), ContentDigest: retrieval.Digest(x), RetrievedAt: at, Score: 1, Text: x})
+		}
+		if err := s.PutSnapshot(ctx, sn); err != nil {
+			t.Fatalf("put snapshot %s: %v", id, err)
+		}
+		return sn
+	}
+	const backlog = 2501
+	for i := range backlog {
+		snap(fmt.Sprintf("old-%d", i), now.Add(-time.Duration(backlog-i)*time.Second-time.Hour), "shared text", fmt.Sprintf("only old %d", i))
+	}
+	young := snap("young", now, "shared text")
+	n, err := s.PurgeSnapshots(ctx, tenant, now.Add(-time.Minute))
+	if err != nil || n != backlog {
+		t.Fatalf("purge: %d %v, want %d", n, err, backlog)
+	}
+	if _, err := s.GetSnapshot(ctx, tenant, "old-7"); !errors.Is(err, retrieval.ErrNotFound) {
+		t.Fatalf("a purged snapshot: %v", err)
+	}
+	got, err := s.GetSnapshot(ctx, tenant, "young")
+	if err != nil || len(got.Hits) != 1 || got.Hits[0].Text != young.Hits[0].Text {
+		t.Fatalf("the young snapshot lost its shared text: %+v %v", got, err)
 	}
 }
 

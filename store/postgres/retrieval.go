@@ -521,20 +521,83 @@ func (r Retrieval) GetSnapshot(ctx context.Context, tenantID, snapshotID string)
 	return s, nil
 }
 
-// PurgeSnapshots implements retrieval.Store.
+// purgeBatch is how many snapshots one purge transaction deletes: a
+// backlog goes in bounded steps, each well within statement_timeout.
+const purgeBatch = 1000
+
+// PurgeSnapshots implements retrieval.Store, a batch per transaction.
 func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before time.Time) (int, error) {
-	var n int64
-	err := pgx.BeginTxFunc(ctx, r.db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		// "" is every tenant: the server's retention pass.
-		if _, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshot_hits WHERE (tenant_id, snapshot_id) IN
-			(SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE ($1 = '' OR tenant_id = $1) AND created_at < $2)`, tenantID, before); err != nil {
-			return err
+	total := 0
+	for {
+		n, err := r.purgeSnapshotBatch(ctx, tenantID, before)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge snapshots: %w", err)
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshots WHERE ($1 = '' OR tenant_id = $1) AND created_at < $2`, tenantID, before)
+		if n < purgeBatch {
+			return total, nil
+		}
+	}
+}
+
+// purgeSnapshotBatch deletes up to purgeBatch of the oldest snapshots past
+// before ("" tenant: every tenant's), their hits, and the texts of those
+// hits no other snapshot names. Rows another instance's pass holds are
+// skipped, not waited for.
+func (r Retrieval) purgeSnapshotBatch(ctx context.Context, tenantID string, before time.Time) (int, error) {
+	pick := `SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE created_at < $1
+		ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED`
+	args := []any{before, purgeBatch}
+	if tenantID != "" {
+		pick = `SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE tenant_id = $3 AND created_at < $1
+			ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED`
+		args = append(args, tenantID)
+	}
+	n := 0
+	err := pgx.BeginTxFunc(ctx, r.db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var tenants, ids []string
+		rows, err := tx.Query(ctx, pick, args...)
 		if err != nil {
 			return err
 		}
-		n = tag.RowsAffected()
+		for rows.Next() {
+			var t, id string
+			if err := rows.Scan(&t, &id); err != nil {
+				rows.Close()
+				return err
+			}
+			tenants, ids = append(tenants, t), append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if n = len(ids); n == 0 {
+			return nil
+		}
+		var dTenants, digests []string
+		rows, err = tx.Query(ctx, `DELETE FROM retrieval_snapshot_hits h USING unnest($1::text[], $2::text[]) AS g(t, id)
+			WHERE h.tenant_id = g.t AND h.snapshot_id = g.id RETURNING h.tenant_id, h.content_digest`, tenants, ids)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var t, d string
+			if err := rows.Scan(&t, &d); err != nil {
+				rows.Close()
+				return err
+			}
+			dTenants, digests = append(dTenants, t), append(digests, d)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshots s USING unnest($1::text[], $2::text[]) AS g(t, id)
+			WHERE s.tenant_id = g.t AND s.snapshot_id = g.id`, tenants, ids); err != nil {
+			return err
+		}
+		if len(digests) == 0 {
+			return nil
+		}
 		// A snapshot being written now may reuse a text (its insert does
 		// nothing on conflict, so it locks no row) with a hit this statement
 		// cannot see yet: wait for writers to finish, and hold new ones back
@@ -542,14 +605,13 @@ func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before t
 		if _, err := tx.Exec(ctx, `LOCK TABLE retrieval_texts IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM retrieval_texts t WHERE ($1 = '' OR t.tenant_id = $1) AND NOT EXISTS
-			(SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = t.tenant_id AND h.content_digest = t.digest)`, tenantID)
+		_, err = tx.Exec(ctx, `DELETE FROM retrieval_texts t USING (SELECT DISTINCT * FROM unnest($1::text[], $2::text[])) AS g(t, d)
+			WHERE t.tenant_id = g.t AND t.digest = g.d
+			  AND NOT EXISTS (SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = t.tenant_id AND h.content_digest = t.digest)`,
+			dTenants, digests)
 		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("purge snapshots: %w", err)
-	}
-	return int(n), nil
+	return n, err
 }
 
 // ProjectionRows implements retrieval.Store.

@@ -628,28 +628,83 @@ func (r Retrieval) GetSnapshot(ctx context.Context, tenantID, snapshotID string)
 	return s, rows.Err()
 }
 
-// PurgeSnapshots implements retrieval.Store.
+// purgeBatch is how many snapshots one purge transaction deletes: a
+// backlog goes in bounded steps, so the write lock is never held long.
+const purgeBatch = 1000
+
+// PurgeSnapshots implements retrieval.Store, a batch per transaction.
 func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before time.Time) (int, error) {
-	var n int64
-	err := r.db.writeTx(ctx, func(tx *sql.Tx) error {
-		// "" is every tenant: the server's retention pass.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_snapshot_hits WHERE (tenant_id, snapshot_id) IN
-			(SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE (?1 = '' OR tenant_id = ?1) AND created_at < ?2)`, tenantID, before.UnixMicro()); err != nil {
-			return err
+	total := 0
+	for {
+		n, err := r.purgeSnapshotBatch(ctx, tenantID, before)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge snapshots: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM retrieval_snapshots WHERE (?1 = '' OR tenant_id = ?1) AND created_at < ?2`, tenantID, before.UnixMicro())
+		if n < purgeBatch {
+			return total, nil
+		}
+	}
+}
+
+// purgeSnapshotBatch deletes up to purgeBatch of the oldest snapshots past
+// before ("" tenant: every tenant's), their hits, and the texts of those
+// hits no other snapshot names.
+func (r Retrieval) purgeSnapshotBatch(ctx context.Context, tenantID string, before time.Time) (int, error) {
+	n := 0
+	err := r.db.writeTx(ctx, func(tx *sql.Tx) error {
+		pick := `SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE created_at < ?1 ORDER BY created_at LIMIT ?2`
+		if tenantID != "" {
+			pick = `SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE tenant_id = ?3 AND created_at < ?1 ORDER BY created_at LIMIT ?2`
+		}
+		rows, err := tx.QueryContext(ctx, pick, before.UnixMicro(), purgeBatch, tenantID)
 		if err != nil {
 			return err
 		}
-		n, _ = res.RowsAffected()
-		_, err = tx.ExecContext(ctx, `DELETE FROM retrieval_texts WHERE (?1 = '' OR tenant_id = ?1) AND NOT EXISTS
-			(SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = retrieval_texts.tenant_id AND h.content_digest = retrieval_texts.digest)`, tenantID)
-		return err
+		type key struct{ tenant, id string }
+		var picked []key
+		for rows.Next() {
+			var k key
+			if err := rows.Scan(&k.tenant, &k.id); err != nil {
+				rows.Close()
+				return err
+			}
+			picked = append(picked, k)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		n = len(picked)
+		digests := map[key]bool{} // (tenant, digest) of the deleted hits
+		for _, k := range picked {
+			hits, err := tx.QueryContext(ctx, `DELETE FROM retrieval_snapshot_hits WHERE tenant_id = ? AND snapshot_id = ? RETURNING content_digest`, k.tenant, k.id)
+			if err != nil {
+				return err
+			}
+			for hits.Next() {
+				var d string
+				if err := hits.Scan(&d); err != nil {
+					hits.Close()
+					return err
+				}
+				digests[key{k.tenant, d}] = true
+			}
+			if err := hits.Close(); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_snapshots WHERE tenant_id = ? AND snapshot_id = ?`, k.tenant, k.id); err != nil {
+				return err
+			}
+		}
+		for d := range digests {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM retrieval_texts WHERE tenant_id = ?1 AND digest = ?2 AND NOT EXISTS
+				(SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = ?1 AND h.content_digest = ?2)`, d.tenant, d.id); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("purge snapshots: %w", err)
-	}
-	return int(n), nil
+	return n, err
 }
 
 // ProjectionRows implements retrieval.Store.
