@@ -10,6 +10,7 @@ import (
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/internal/testenv"
 	"github.com/mementohq/memento/retrieval"
+	"github.com/mementohq/memento/server"
 	"github.com/mementohq/memento/store/memstore"
 )
 
@@ -282,25 +283,26 @@ func TestDocumentPutNeedsContent(t *testing.T) {
 	}
 }
 
-// A document up to the service's content limit goes in, though it is larger
-// than the body limit every other route takes (which follows the state
-// limit); one past the content limit is refused for its content, not as a
-// request that talks about run state.
+// A document larger than the body limit every other route takes (which
+// follows the state limit; 64 KiB here, to keep the documents small) goes
+// in, \u-escaped too; one past the service's content limit is refused for
+// its content, not as a request that talks about run state.
 func TestDocumentUpToTheContentLimit(t *testing.T) {
-	e, h := adminRetrievalEnv(t, "sqlite")
-	word := "wombat burrow "
-	big := strings.Repeat(word, (retrieval.MaxContentBytes-1024)/len(word))
+	const key = "retrieval-admin-key-0123456789"
+	e := serveEngineWith(t, openRetrievalEngine(t, "sqlite"), key+"="+testenv.RandomID("ra-")+":admin", key,
+		func(o *server.Options) { o.MaxBodyBytes = 64 << 10 })
+	h := map[string]string{"Authorization": "Bearer " + key}
+	big := strings.Repeat("wombat burrow ", 20_000) // 280 KB
 	if res := e.do(t, "PUT", "/v1/documents/big", map[string]any{"content": big, "acl": []string{"tenant"}}, h); res.status != 201 {
 		t.Fatalf("put of %d bytes: %d %.300s", len(big), res.status, res.body)
 	}
-	// Cyrillic near the limit, sent \u-escaped as some clients do (6 bytes
-	// of body for 2 of content).
-	n := (retrieval.MaxContentBytes - 1024) / len("в")
-	escaped := `{"acl":["tenant"],"content":"` + strings.Repeat(`\u0432`, n) + `"}`
+	// Cyrillic sent \u-escaped, as some clients do: 6 bytes of body for 2
+	// of content.
+	escaped := `{"acl":["tenant"],"content":"` + strings.Repeat(`\u0432`, 50_000) + `"}`
 	if res := e.do(t, "PUT", "/v1/documents/cyr", escaped, h); res.status != 201 {
 		t.Fatalf("put of %d escaped bytes: %d %.300s", len(escaped), res.status, res.body)
 	}
-	over := big + strings.Repeat("x", 2048)
+	over := strings.Repeat("x", retrieval.MaxContentBytes+1)
 	res := e.do(t, "PUT", "/v1/documents/over", map[string]any{"content": over, "acl": []string{"tenant"}}, h)
 	if res.status != 422 || !strings.Contains(string(res.body), "content is over") {
 		t.Fatalf("put of %d bytes: %d %.300s", len(over), res.status, res.body)
