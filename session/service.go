@@ -534,16 +534,18 @@ func (s *Service) AppendKeyed(ctx context.Context, tenantID, sessionID, userID s
 			return fail(fmt.Errorf("%w: message %d has %d bytes after personal data was replaced by references, limit %d", ErrMessageTooLarge, i, n, s.opts.MaxMessageBytes))
 		}
 	}
-	op := fmt.Sprintf("append to session %s", sessionID)
+	// The hot path formats nothing: the operation is named on failure only.
+	op := func() string { return "append to session " + sessionID }
 	if key == "" {
 		res, err := s.store.Append(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages)
 		if err != nil {
-			return fail(wrapOnce(op, err))
+			return fail(wrapOnce(op(), err))
 		}
 		return res, nil
 	}
 	res, replay, err := s.store.AppendKeyed(ctx, tenantID, sessionID, userID, out, s.opts.MaxMessages, AppendKey{Key: key, Digest: messagesDigest(msgs)})
 	if err != nil {
+		op := op()
 		// The key goes in once, beside the session the store may have named.
 		if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), op+":") {
 			err = u
