@@ -34,6 +34,27 @@ func (e *meaningEmbedder) Embed(_ context.Context, texts []string) ([][]float32,
 	return out, nil
 }
 
+// chatAfter makes session "chat" of user "u" in tenant "t": the user's
+// first message, then n filler notes that share no word with it.
+func chatAfter(t *testing.T, eng *memento.Engine, first string, n int) {
+	t.Helper()
+	ctx := t.Context()
+	if _, _, err := eng.Sessions.Put(ctx, "t", "chat", session.PutRequest{UserID: "u", State: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []session.MessageInput{{Role: "user", Content: first}}
+	for i := range n {
+		msgs = append(msgs, session.MessageInput{Role: "assistant", Content: fmt.Sprintf("Note %d: the weather report said clouds over the hills, nothing more to tell.", i)})
+	}
+	for len(msgs) > 0 {
+		k := min(len(msgs), 50)
+		if _, err := eng.Sessions.Append(ctx, "t", "chat", "u", msgs[:k]); err != nil {
+			t.Fatal(err)
+		}
+		msgs = msgs[k:]
+	}
+}
+
 // A configured embedder that knows meanings ranks older history too, so a
 // question finds the turn that answers it in other words.
 func TestContextRanksHistoryByMeaningWithAnEmbedder(t *testing.T) {
@@ -44,20 +65,7 @@ func TestContextRanksHistoryByMeaningWithAnEmbedder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	if _, _, err := eng.Sessions.Put(ctx, "t", "chat", session.PutRequest{UserID: "u", State: []byte(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	msgs := []session.MessageInput{{Role: "user", Content: "I went swimming in the lake every morning this summer."}}
-	for i := range 120 {
-		msgs = append(msgs, session.MessageInput{Role: "assistant", Content: fmt.Sprintf("Note %d: the weather report said clouds over the hills, nothing more to tell.", i)})
-	}
-	for len(msgs) > 0 {
-		n := min(len(msgs), 50)
-		if _, err := eng.Sessions.Append(ctx, "t", "chat", "u", msgs[:n]); err != nil {
-			t.Fatal(err)
-		}
-		msgs = msgs[n:]
-	}
+	chatAfter(t, eng, "I went swimming in the lake every morning this summer.", 120)
 	built, err := eng.Context.Build(ctx, "t", contextbuild.Request{Model: "gpt-4o", BudgetTokens: 600,
 		Query: "Which activities does the user enjoy?", SessionID: "chat", UserID: "u"})
 	if err != nil {
@@ -90,16 +98,7 @@ func TestContextFallsBackToFullTextWhenTheEmbedderFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	if _, _, err := eng.Sessions.Put(ctx, "t", "chat", session.PutRequest{UserID: "u", State: []byte(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-	msgs := []session.MessageInput{{Role: "user", Content: "My sister Ada plays the cello."}}
-	for i := range 99 {
-		msgs = append(msgs, session.MessageInput{Role: "assistant", Content: fmt.Sprintf("Note %d: the weather report said clouds over the hills, nothing more to tell.", i)})
-	}
-	if _, err := eng.Sessions.Append(ctx, "t", "chat", "u", msgs); err != nil {
-		t.Fatal(err)
-	}
+	chatAfter(t, eng, "My sister Ada plays the cello.", 99)
 	built, err := eng.Context.Build(ctx, "t", contextbuild.Request{Model: "gpt-4o", BudgetTokens: 600,
 		Query: "What does Ada play?", SessionID: "chat", UserID: "u"})
 	if err != nil {

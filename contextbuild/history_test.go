@@ -69,23 +69,9 @@ func TestNamedSpeakerRanksFirst(t *testing.T) {
 // the budget grows; a matching statement does not bring the reaction after
 // it so early. The turns after are long, so they rank low on their own.
 func TestAnswerComesWithItsQuestion(t *testing.T) {
-	ctx := context.Background()
 	f := newFixture(t)
 	firstThree := func(texts []string, query string) []string {
-		id := f.runWith(t, texts)
-		var order []string
-		for budget := 100; budget < 1500 && len(order) < 3; budget += 2 {
-			res, err := f.b.Build(ctx, tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: budget, RunID: id, Query: query})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range historySources(t, res) {
-				if !slices.Contains(order, s) {
-					order = append(order, s)
-				}
-			}
-		}
-		return order
+		return f.entryOrder(t, f.runWith(t, texts), query, 3)
 	}
 	asked := fillerTexts(300, 12)
 	asked[30] = "Where did you go hiking last spring?"

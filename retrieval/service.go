@@ -496,6 +496,23 @@ func (s *Service) Snapshot(ctx context.Context, tenantID, snapshotID string) (Sn
 	return snap, nil
 }
 
+// PurgeBatch is how many snapshots a store's purge deletes per
+// transaction: a backlog goes in bounded steps (see InBatches).
+const PurgeBatch = 1000
+
+// InBatches runs batch until it deletes fewer than PurgeBatch, and returns
+// the total: the loop of a store's PurgeSnapshots over its batches.
+func InBatches(batch func() (int, error)) (int, error) {
+	total := 0
+	for {
+		n, err := batch()
+		total += n
+		if err != nil || n < PurgeBatch {
+			return total, err
+		}
+	}
+}
+
 // PurgeSnapshots deletes the tenant's snapshots (every tenant's for "")
 // older than the retention and the texts only they referenced.
 func (s *Service) PurgeSnapshots(ctx context.Context, tenantID string) (int, error) {

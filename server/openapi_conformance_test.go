@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -13,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/mementohq/memento"
 	"github.com/mementohq/memento/mcp"
@@ -306,50 +303,17 @@ func TestOpenAPIMCPMethods(t *testing.T) {
 // TestCommitAnswersMatchOperationSchema: both commit answers, the full run
 // and the minimal one, validate against the operation's own 200 schema
 // (not just a component), which a oneOf of overlapping shapes would refuse.
-// answerSchema compiles the schema the served document gives at pointer
-// (a JSON pointer into it).
-func answerSchema(t *testing.T, e *testEnv, pointer string) *jsonschema.Schema {
-	t.Helper()
-	doc := e.do(t, "GET", "/openapi.json", nil, nil)
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc.body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	const base = "memento:///openapi.json"
-	if err := c.AddResource(base, v); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile(base + "#" + pointer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// matchesSchema fails t unless body validates against s.
-func matchesSchema(t *testing.T, s *jsonschema.Schema, what string, body []byte) {
-	t.Helper()
-	answer, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Validate(answer); err != nil {
-		t.Errorf("%s does not match the operation's schema: %v\n%s", what, err, body)
-	}
-}
-
 func TestCommitAnswersMatchOperationSchema(t *testing.T) {
 	e := newEnv(t, "sqlite", envOptions{})
-	s := answerSchema(t, e, "/paths/~1v1~1runs~1%7Brun_id%7D~1commit/post/responses/200/content/application~1json/schema")
+	schemas := compileOpenAPI(t, e)
+	const answer = "/paths/~1v1~1runs~1%7Brun_id%7D~1commit/post/responses/200/content/application~1json/schema"
 	_, l := e.leasedRun(t, "c1")
 	for i, prefer := range []string{"", "return=minimal"} {
 		res := e.do(t, "POST", "/v1/runs/c1/commit", commitReq(int64(i+1), l, "s", `{"a":1}`), map[string]string{"Prefer": prefer})
 		if res.status != http.StatusOK {
 			t.Fatalf("commit (Prefer %q): %d %s", prefer, res.status, res.body)
 		}
-		matchesSchema(t, s, fmt.Sprintf("commit answer (Prefer %q)", prefer), res.body)
+		schemas.validateAt(t, answer, fmt.Sprintf("commit answer (Prefer %q)", prefer), res.body)
 	}
 }
 
@@ -357,13 +321,14 @@ func TestCommitAnswersMatchOperationSchema(t *testing.T) {
 // answers an outcome the document lists.
 func TestExtractAnswersMatchOperationSchema(t *testing.T) {
 	e := newMemEnv(t, "sqlite", memory.Options{})
-	s := answerSchema(t, e.testEnv, "/paths/~1v1~1memories~1extract/post/responses/200/content/application~1json/schema")
+	schemas := compileOpenAPI(t, e.testEnv)
+	const answer = "/paths/~1v1~1memories~1extract/post/responses/200/content/application~1json/schema"
 	for _, say := range []string{"I live in Oslo", "I don't live in Oslo anymore"} {
 		res := e.do(t, "POST", "/v1/memories/extract", map[string]any{"subject_id": "d3", "apply": true,
 			"messages": []map[string]any{{"role": "user", "content": say}}}, e.a)
 		if res.status != http.StatusOK {
 			t.Fatalf("extract %q: %d %s", say, res.status, res.body)
 		}
-		matchesSchema(t, s, fmt.Sprintf("extract answer to %q", say), res.body)
+		schemas.validateAt(t, answer, fmt.Sprintf("extract answer to %q", say), res.body)
 	}
 }

@@ -143,7 +143,11 @@ func walkRefs(v any, fn func(string)) {
 // component schemas, so the document cannot drift from what is served.
 type openAPISchemas struct {
 	compiled map[string]*jsonschema.Schema
+	c        *jsonschema.Compiler // for schemas elsewhere in the document (validateAt)
 }
+
+// openAPIBase is the URI the served document is compiled under.
+const openAPIBase = "memento:///openapi.json"
 
 func compileOpenAPI(t testing.TB, e *testEnv) *openAPISchemas {
 	t.Helper()
@@ -154,8 +158,7 @@ func compileOpenAPI(t testing.TB, e *testEnv) *openAPISchemas {
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	const base = "memento:///openapi.json"
-	if err := c.AddResource(base, doc); err != nil {
+	if err := c.AddResource(openAPIBase, doc); err != nil {
 		t.Fatal(err)
 	}
 	var parsed struct {
@@ -164,15 +167,32 @@ func compileOpenAPI(t testing.TB, e *testEnv) *openAPISchemas {
 		} `json:"components"`
 	}
 	_ = json.Unmarshal(res.body, &parsed)
-	out := &openAPISchemas{compiled: map[string]*jsonschema.Schema{}}
+	out := &openAPISchemas{compiled: map[string]*jsonschema.Schema{}, c: c}
 	for name := range parsed.Components.Schemas {
-		s, err := c.Compile(base + "#/components/schemas/" + name)
+		s, err := c.Compile(openAPIBase + "#/components/schemas/" + name)
 		if err != nil {
 			t.Fatalf("compile schema %s: %v", name, err)
 		}
 		out.compiled[name] = s
 	}
 	return out
+}
+
+// validateAt fails t unless body validates against the schema at pointer
+// (a JSON pointer into the document, such as an operation's answer).
+func (o *openAPISchemas) validateAt(t testing.TB, pointer, what string, body []byte) {
+	t.Helper()
+	s, err := o.c.Compile(openAPIBase + "#" + pointer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("%s is not JSON: %v", what, err)
+	}
+	if err := s.Validate(v); err != nil {
+		t.Errorf("%s does not match the operation's schema: %v\n%s", what, err, body)
+	}
 }
 
 func (o *openAPISchemas) validate(t testing.TB, name string, body []byte) {

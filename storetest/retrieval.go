@@ -703,3 +703,24 @@ func testRetRetrieveWhileWriting(t *testing.T, s retrieval.Store, m retMode) {
 		t.Fatal(err)
 	}
 }
+
+// PutLargeDocuments puts n documents of about size bytes each, readable by
+// user:ann, into tenant "t" through svc, and returns how many chunks they
+// made: the corpus of the stores' index-load benchmarks.
+func PutLargeDocuments(tb testing.TB, svc *retrieval.Service, n, size int) int {
+	tb.Helper()
+	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "fox", "golf", "hotel", "india", "juliet"}
+	chunks := 0
+	for d := range n {
+		var sb strings.Builder
+		for i := 0; sb.Len() < size; i++ {
+			fmt.Fprintf(&sb, "%s%d w%dz%d ", words[i%10], d, i, d)
+		}
+		doc, _, err := svc.Put(tb.Context(), "t", retrieval.PutRequest{DocumentID: fmt.Sprint("d", d), Content: sb.String(), ACL: []string{"user:ann"}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		chunks += doc.Chunks
+	}
+	return chunks
+}

@@ -521,33 +521,25 @@ func (r Retrieval) GetSnapshot(ctx context.Context, tenantID, snapshotID string)
 	return s, nil
 }
 
-// purgeBatch is how many snapshots one purge transaction deletes: a
-// backlog goes in bounded steps, each well within statement_timeout.
-const purgeBatch = 1000
-
-// PurgeSnapshots implements retrieval.Store, a batch per transaction.
+// PurgeSnapshots implements retrieval.Store, retrieval.PurgeBatch
+// snapshots per transaction: a backlog goes in steps each well within
+// statement_timeout.
 func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before time.Time) (int, error) {
-	total := 0
-	for {
-		n, err := r.purgeSnapshotBatch(ctx, tenantID, before)
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("purge snapshots: %w", err)
-		}
-		if n < purgeBatch {
-			return total, nil
-		}
+	n, err := retrieval.InBatches(func() (int, error) { return r.purgeSnapshotBatch(ctx, tenantID, before) })
+	if err != nil {
+		return n, fmt.Errorf("purge snapshots: %w", err)
 	}
+	return n, nil
 }
 
-// purgeSnapshotBatch deletes up to purgeBatch of the oldest snapshots past
+// purgeSnapshotBatch deletes up to retrieval.PurgeBatch of the oldest snapshots past
 // before ("" tenant: every tenant's), their hits, and the texts of those
 // hits no other snapshot names. Rows another instance's pass holds are
 // skipped, not waited for.
 func (r Retrieval) purgeSnapshotBatch(ctx context.Context, tenantID string, before time.Time) (int, error) {
 	pick := `SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE created_at < $1
 		ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED`
-	args := []any{before, purgeBatch}
+	args := []any{before, retrieval.PurgeBatch}
 	if tenantID != "" {
 		pick = `SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE tenant_id = $3 AND created_at < $1
 			ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED`
@@ -555,40 +547,17 @@ func (r Retrieval) purgeSnapshotBatch(ctx context.Context, tenantID string, befo
 	}
 	n := 0
 	err := pgx.BeginTxFunc(ctx, r.db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		var tenants, ids []string
-		rows, err := tx.Query(ctx, pick, args...)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var t, id string
-			if err := rows.Scan(&t, &id); err != nil {
-				rows.Close()
-				return err
-			}
-			tenants, ids = append(tenants, t), append(ids, id)
-		}
-		if err := rows.Err(); err != nil {
+		// Each step's rows come back as two arrays, (tenant, id) by position.
+		var tenants, ids, dTenants, digests []string
+		if err := tx.QueryRow(ctx, `SELECT array_agg(tenant_id), array_agg(snapshot_id) FROM (`+pick+`) p`, args...).Scan(&tenants, &ids); err != nil {
 			return err
 		}
 		if n = len(ids); n == 0 {
 			return nil
 		}
-		var dTenants, digests []string
-		rows, err = tx.Query(ctx, `DELETE FROM retrieval_snapshot_hits h USING unnest($1::text[], $2::text[]) AS g(t, id)
-			WHERE h.tenant_id = g.t AND h.snapshot_id = g.id RETURNING h.tenant_id, h.content_digest`, tenants, ids)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var t, d string
-			if err := rows.Scan(&t, &d); err != nil {
-				rows.Close()
-				return err
-			}
-			dTenants, digests = append(dTenants, t), append(digests, d)
-		}
-		if err := rows.Err(); err != nil {
+		if err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM retrieval_snapshot_hits h USING unnest($1::text[], $2::text[]) AS g(t, id)
+				WHERE h.tenant_id = g.t AND h.snapshot_id = g.id RETURNING h.tenant_id, h.content_digest)
+			SELECT array_agg(tenant_id), array_agg(content_digest) FROM d`, tenants, ids).Scan(&dTenants, &digests); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM retrieval_snapshots s USING unnest($1::text[], $2::text[]) AS g(t, id)
@@ -605,7 +574,7 @@ func (r Retrieval) purgeSnapshotBatch(ctx context.Context, tenantID string, befo
 		if _, err := tx.Exec(ctx, `LOCK TABLE retrieval_texts IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM retrieval_texts t USING (SELECT DISTINCT * FROM unnest($1::text[], $2::text[])) AS g(t, d)
+		_, err := tx.Exec(ctx, `DELETE FROM retrieval_texts t USING (SELECT DISTINCT * FROM unnest($1::text[], $2::text[])) AS g(t, d)
 			WHERE t.tenant_id = g.t AND t.digest = g.d
 			  AND NOT EXISTS (SELECT 1 FROM retrieval_snapshot_hits h WHERE h.tenant_id = t.tenant_id AND h.content_digest = t.digest)`,
 			dTenants, digests)

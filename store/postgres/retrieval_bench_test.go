@@ -1,14 +1,13 @@
 package postgres_test
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/mementohq/memento/internal/testenv"
 	"github.com/mementohq/memento/llm/hashembed"
 	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/store/postgres"
+	"github.com/mementohq/memento/storetest"
 )
 
 // BenchmarkIndexRowsFreshTables is a tenant's first index load (what a
@@ -25,19 +24,7 @@ func BenchmarkIndexRowsFreshTables(b *testing.B) {
 	defer db.Close()
 	emb := hashembed.New(hashembed.DefaultDim)
 	svc := retrieval.NewService(db.Retrieval(), retrieval.Options{Embedder: emb})
-	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "fox", "golf", "hotel", "india", "juliet"}
-	chunks := 0
-	for n := range 3 {
-		var sb strings.Builder
-		for i := 0; sb.Len() < 1_000_000; i++ {
-			fmt.Fprintf(&sb, "%s%d w%dz%d ", words[i%10], n, i, n)
-		}
-		d, _, err := svc.Put(b.Context(), "t", retrieval.PutRequest{DocumentID: fmt.Sprint("d", n), Content: sb.String(), ACL: []string{"user:ann"}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		chunks += d.Chunks
-	}
+	chunks := storetest.PutLargeDocuments(b, svc, 3, 1_000_000)
 	for b.Loop() {
 		rows, _, _, err := db.Retrieval().IndexRows(b.Context(), "t", emb.Model(), 0)
 		if err != nil || len(rows) != chunks {

@@ -628,26 +628,17 @@ func (r Retrieval) GetSnapshot(ctx context.Context, tenantID, snapshotID string)
 	return s, rows.Err()
 }
 
-// purgeBatch is how many snapshots one purge transaction deletes: a
-// backlog goes in bounded steps, so the write lock is never held long.
-const purgeBatch = 1000
-
-// PurgeSnapshots implements retrieval.Store, a batch per transaction.
+// PurgeSnapshots implements retrieval.Store, retrieval.PurgeBatch
+// snapshots per transaction: the write lock is never held long.
 func (r Retrieval) PurgeSnapshots(ctx context.Context, tenantID string, before time.Time) (int, error) {
-	total := 0
-	for {
-		n, err := r.purgeSnapshotBatch(ctx, tenantID, before)
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("purge snapshots: %w", err)
-		}
-		if n < purgeBatch {
-			return total, nil
-		}
+	n, err := retrieval.InBatches(func() (int, error) { return r.purgeSnapshotBatch(ctx, tenantID, before) })
+	if err != nil {
+		return n, fmt.Errorf("purge snapshots: %w", err)
 	}
+	return n, nil
 }
 
-// purgeSnapshotBatch deletes up to purgeBatch of the oldest snapshots past
+// purgeSnapshotBatch deletes up to retrieval.PurgeBatch of the oldest snapshots past
 // before ("" tenant: every tenant's), their hits, and the texts of those
 // hits no other snapshot names.
 func (r Retrieval) purgeSnapshotBatch(ctx context.Context, tenantID string, before time.Time) (int, error) {
@@ -657,7 +648,7 @@ func (r Retrieval) purgeSnapshotBatch(ctx context.Context, tenantID string, befo
 		if tenantID != "" {
 			pick = `SELECT tenant_id, snapshot_id FROM retrieval_snapshots WHERE tenant_id = ?3 AND created_at < ?1 ORDER BY created_at LIMIT ?2`
 		}
-		rows, err := tx.QueryContext(ctx, pick, before.UnixMicro(), purgeBatch, tenantID)
+		rows, err := tx.QueryContext(ctx, pick, before.UnixMicro(), retrieval.PurgeBatch, tenantID)
 		if err != nil {
 			return err
 		}
