@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -21,6 +23,33 @@ func newBenchCmd() *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newBenchCommitCmd(), newBenchSessionsCmd(), newBenchWorkflowCmd(), newBenchScaleCmd(), newBenchLocomoCmd(), newBenchContextCmd(), newBenchRetrievalCmd(), newBenchMemoryCmd())
+	// A CPU profile of the whole measurement (baselines included) shows
+	// where a target's time goes: `go tool pprof -top FILE`.
+	var profile string
+	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the benchmark to this file")
+	for _, sub := range cmd.Commands() {
+		run := sub.RunE
+		sub.RunE = func(c *cobra.Command, args []string) (err error) {
+			if profile == "" {
+				return run(c, args)
+			}
+			f, err := os.Create(profile)
+			if err != nil {
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				_ = f.Close()
+				return fmt.Errorf("cpu profile: %w", err)
+			}
+			defer func() {
+				pprof.StopCPUProfile()
+				if cerr := f.Close(); cerr != nil && err == nil {
+					err = fmt.Errorf("cpu profile: %w", cerr)
+				}
+			}()
+			return run(c, args)
+		}
+	}
 	return cmd
 }
 

@@ -14,24 +14,7 @@ import (
 // TestBenchLocomoJSON: `bench locomo --json` prints exactly one JSON object
 // with the figures per mode, on a tiny file in the LoCoMo layout.
 func TestBenchLocomoJSON(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tiny.json")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = bench.WriteLocomo(f, []bench.LocomoConversation{{SampleID: "s1", SpeakerA: "Ann", SpeakerB: "Ben",
-		Sessions: []bench.LocomoSession{{Number: 1, DateTime: "10:00 am on 3 April, 2023", Turns: []bench.LocomoTurn{
-			{Speaker: "Ann", DiaID: "D1:1", Text: "I bought a red kayak."},
-			{Speaker: "Ben", DiaID: "D1:2", Text: "I prefer hiking in the Alps."}}}},
-		QA: []bench.LocomoQA{
-			{Question: "What did Ann buy?", Evidence: []string{"D1:1"}, Category: 4},
-			{Question: "Where does Ben like hiking?", Evidence: []string{"D1:2"}, Category: 1}}}})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	path := tinyLocomo(t)
 	out, _, err := execute(t, context.Background(), "bench", "locomo", "--data", path, "--json", "-q", "--k", "1")
 	if err != nil {
 		t.Fatal(err)
@@ -61,5 +44,53 @@ func TestBenchLocomoJSON(t *testing.T) {
 	}
 	if r := *rep.Modes["fulltext"].Recall1; r != 1 {
 		t.Fatalf("fulltext recall@1 = %v, want 1: %s", r, out)
+	}
+}
+
+// tinyLocomo writes a two-turn file in the LoCoMo layout and returns its path.
+func tinyLocomo(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tiny.json")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bench.WriteLocomo(f, []bench.LocomoConversation{{SampleID: "s1", SpeakerA: "Ann", SpeakerB: "Ben",
+		Sessions: []bench.LocomoSession{{Number: 1, DateTime: "10:00 am on 3 April, 2023", Turns: []bench.LocomoTurn{
+			{Speaker: "Ann", DiaID: "D1:1", Text: "I bought a red kayak."},
+			{Speaker: "Ben", DiaID: "D1:2", Text: "I prefer hiking in the Alps."}}}},
+		QA: []bench.LocomoQA{
+			{Question: "What did Ann buy?", Evidence: []string{"D1:1"}, Category: 4},
+			{Question: "Where does Ben like hiking?", Evidence: []string{"D1:2"}, Category: 1}}}})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBenchCPUProfile: --cpuprofile on any bench command writes a profile
+// pprof reads (gzip-compressed), also after a run that failed (the profile
+// stops with the command), and a file it cannot create is an error.
+func TestBenchCPUProfile(t *testing.T) {
+	path := tinyLocomo(t)
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	if _, _, err := execute(t, context.Background(), "bench", "context", "--data", path+".missing", "-q", "--cpuprofile", prof); err == nil {
+		t.Fatal("a missing data file was taken")
+	}
+	if _, _, err := execute(t, context.Background(), "bench", "context", "--data", path, "--json", "-q", "--cpuprofile", prof); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile of %d bytes is not gzip-compressed", len(b))
+	}
+	if _, _, err := execute(t, context.Background(), "bench", "context", "--data", path, "-q", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.prof")); err == nil || !strings.Contains(err.Error(), "cpu profile") {
+		t.Fatalf("err = %v, want a cpu profile error", err)
 	}
 }
