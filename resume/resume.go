@@ -120,11 +120,30 @@ func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
 		// is refused before anything of it changes (not even the lease
 		// epoch). A pass that would succeed is run again under the lease.
 		res, err := v.resume(ctx, req, true)
-		if err != nil || res.Refused {
+		if (err != nil || res.Refused) && !v.movedUnder(ctx, req, res) {
 			return res, err
 		}
+		// Passed, or refused by a check other than the lease on a run
+		// that moved while the dry pass read it (another resume or a
+		// commit between its reads: the log it read may run past the
+		// revision it read, which is no fault of the run). The pass under
+		// the lease decides: it answers lease-held if another took it.
 	}
 	return v.resume(ctx, req, false)
+}
+
+// movedUnder tells whether the dry pass refused res on a check other than
+// the lease while the run changed (revision, lease epoch or status) since
+// it read it, so that the refusal may be from a torn view.
+func (v *Verifier) movedUnder(ctx context.Context, req Request, res Result) bool {
+	if !res.Refused || res.FailedCheck == CheckLease || res.Run.RunID == "" {
+		return false
+	}
+	now, err := v.Runs.Get(ctx, req.TenantID, req.RunID)
+	if err != nil {
+		return false
+	}
+	return now.StateRevision != res.Run.StateRevision || now.LeaseEpoch != res.Run.LeaseEpoch || now.Status != res.Run.Status
 }
 
 // errDryPassed ends a dry pass whose checks all passed.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -396,5 +397,50 @@ func TestResumeEventsFitSmallStateLimit(t *testing.T) {
 	}
 	if p := lastPayload("small-ok", resume.EventVerified); p["owner"] != "w1" || p["checks_omitted"] != true {
 		t.Fatalf("verified payload %v", p)
+	}
+}
+
+// movingStore runs hook once, the first time the event log is read: a
+// concurrent caller acting between a resume's read of the run and of its log.
+type movingStore struct {
+	*memstore.Store
+	fired atomic.Bool
+	hook  func()
+}
+
+func (m *movingStore) ListEvents(ctx context.Context, tenantID, runID string, after int64, limit int) ([]run.Event, error) {
+	if m.hook != nil && m.fired.CompareAndSwap(false, true) {
+		m.hook()
+	}
+	return m.Store.ListEvents(ctx, tenantID, runID, after, limit)
+}
+
+// Two workers resume the same run at once: the one whose dry pass read the
+// run before the other took it and committed its verification reads a log
+// that runs past the revision it read. That is a race, not a broken log:
+// it answers that the lease is held, never an event_sequence refusal.
+func TestResumeRaceIsNotARefusal(t *testing.T) {
+	mem := memstore.New()
+	ms := &movingStore{Store: mem}
+	runs := run.NewService(ms, run.Options{})
+	v := &resume.Verifier{Runs: runs, Ops: toolop.NewService(mem, nil)}
+	ctx := context.Background()
+	if _, _, err := runs.Create(ctx, "t1", run.CreateRequest{RunID: "race", WorkflowName: "wf", State: json.RawMessage(`{}`)}, ""); err != nil {
+		t.Fatal(err)
+	}
+	var otherErr error
+	ms.hook = func() {
+		_, otherErr = v.Resume(ctx, resume.Request{TenantID: "t1", RunID: "race", Owner: "w2", LeaseTTL: time.Minute})
+	}
+	res, err := v.Resume(ctx, resume.Request{TenantID: "t1", RunID: "race", Owner: "w1", LeaseTTL: time.Minute})
+	if otherErr != nil {
+		t.Fatalf("the other resume: %v", otherErr)
+	}
+	if !errors.Is(err, run.ErrLeaseHeld) || errors.Is(err, resume.ErrRefused) {
+		t.Fatalf("resume racing another: err %v, failed check %q (%s); want the lease held by w2", err, res.FailedCheck, res.Reason)
+	}
+	r, err := runs.Get(ctx, "t1", "race")
+	if err != nil || r.LeaseOwner != "w2" || r.StateRevision != 2 {
+		t.Fatalf("after the race: %v, lease %q, revision %d; want w2's resume alone", err, r.LeaseOwner, r.StateRevision)
 	}
 }

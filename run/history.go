@@ -476,6 +476,20 @@ func SpendOf(payload json.RawMessage) map[string]int64 {
 	return out
 }
 
+// AddSpendChecked is AddSpend that refuses, with an error wrapping
+// ErrInvalidInput, a spend that would take a total out of int64: a store
+// refuses such a commit, changing nothing, rather than wrap the total (and
+// so undo a budget) or keep one it cannot read back.
+func AddSpendChecked(total, s map[string]int64) (map[string]int64, error) {
+	for k, v := range s {
+		t := total[k]
+		if (v > 0 && t > math.MaxInt64-v) || (v < 0 && t < math.MinInt64-v) {
+			return nil, fmt.Errorf("%w: spend %q: the run's total %d plus %d leaves the 64-bit range", ErrInvalidInput, k, t, v)
+		}
+	}
+	return AddSpend(total, s), nil
+}
+
 // AddSpend returns total plus s (total nil stays nil: unknown stays unknown).
 func AddSpend(total, s map[string]int64) map[string]int64 {
 	if total == nil {

@@ -363,7 +363,18 @@ func TestOperatorSettlesASuspendedRun(t *testing.T) {
 		if held.Status != run.StatusSuspended {
 			t.Fatalf("the run under the operator's lease: %+v", held)
 		}
+		// A note the operator leaves on it, the run still suspended, keeps
+		// it held too: the refusal's reason stays first, the note after it.
 		res := e.do(t, "POST", "/v1/runs/bu1/commit", map[string]any{"expected_revision": held.StateRevision, "lease": op,
+			"event": map[string]any{"event_type": "operator.note"}, "state": budget(5), "status": "suspended", "status_reason": "looking at it, ticket 7"}, ha)
+		if res.status != 200 {
+			t.Fatalf("operator's note: %d %s", res.status, res.body)
+		}
+		noted := decodeAs[run.Run](t, e.do(t, "GET", "/v1/runs/bu1", nil, ha), 200)
+		if noted.Status != run.StatusSuspended || !strings.HasPrefix(noted.StatusReason, held.StatusReason) || !strings.Contains(noted.StatusReason, "ticket 7") {
+			t.Fatalf("after the operator's note: %s %q, want held (%q) with the note", noted.Status, noted.StatusReason, held.StatusReason)
+		}
+		res = e.do(t, "POST", "/v1/runs/bu1/commit", map[string]any{"expected_revision": noted.StateRevision, "lease": op,
 			"event": map[string]any{"event_type": "operator.budget_raised", "payload": map[string]any{"by": "alice"}}, "state": grant}, ha)
 		if res.status != 200 {
 			t.Fatalf("operator commit: %d %s", res.status, res.body)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -265,11 +266,14 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 		ifMatch = req.ExpectedRevision == 0 && strings.TrimSpace(im) != "*"
 		req.ExpectedRevision = rev
 	}
-	if strings.HasPrefix(req.Lease.Owner, operatorOwner) && (req.Status == "" || req.Status == run.StatusSuspended) && req.StatusReason == "" {
+	if strings.HasPrefix(req.Lease.Owner, operatorOwner) && (req.Status == "" || req.Status == run.StatusSuspended) &&
+		!strings.HasPrefix(req.StatusReason, resume.RefusalPrefix) {
 		// An operator's commit that leaves the run suspended keeps it held:
 		// only a resume that passes its checks lets workers take it again.
+		// A reason the operator gives (a note) is kept after the refusal's,
+		// which stays first: it is what holds the run, and names the check.
 		if cur, err := s.runs.Get(r.Context(), tenant(r), runID(r)); err == nil && resume.HeldForOperator(cur) {
-			req.StatusReason = cur.StatusReason
+			req.StatusReason = heldReason(cur.StatusReason, req.StatusReason)
 		}
 	}
 	rn, ev, err := s.runs.Commit(r.Context(), tenant(r), runID(r), req)
@@ -491,3 +495,20 @@ func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusCreated, rn)
 	return nil
 }
+
+// heldReason is the status reason of a held run after an operator's commit
+// that leaves it suspended: the refusal's reason, then the operator's note,
+// within the status reason's limit.
+func heldReason(refusal, note string) string {
+	if note == "" || len(note) > maxStatusReason {
+		return cmp.Or(note, refusal) // one too long is refused as it is
+	}
+	out := refusal + " (operator: " + note + ")"
+	if len(out) > maxStatusReason {
+		out = strings.ToValidUTF8(out[:maxStatusReason], "")
+	}
+	return out
+}
+
+// maxStatusReason is the longest status reason a commit takes (run.Service).
+const maxStatusReason = 4096

@@ -45,6 +45,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) run.Store) {
 		{"ForkFidelity", testForkFidelity},
 		{"ForkIdempotencyKey", testForkIdempotencyKey},
 		{"CompactHistory", testCompactHistory},
+		{"SpendOverflow", testSpendOverflow},
 		{"RegisteredSchemas", testRegisteredSchemas},
 		{"Migrations", testMigrations},
 		{"StatusTransitions", testStatusTransitions},

@@ -366,7 +366,10 @@ func (s *Store) Commit(ctx context.Context, tenantID, runID string, c run.StoreC
 	ev.Chain = run.ChainNext(r.Chain, ev)
 	r.Chain = ev.Chain
 	if c.Spend != nil {
-		r.Spent = run.AddSpend(r.Spent, c.Spend)
+		var err error
+		if r.Spent, err = run.AddSpendChecked(r.Spent, c.Spend); err != nil {
+			return run.Run{}, run.Event{}, err
+		}
 	}
 	if c.VerifiedSeq > 0 {
 		r.VerifiedSeq = c.VerifiedSeq

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mementohq/memento/run"
 )
@@ -572,7 +573,13 @@ WITH u AS (
 				-- OFFSET 0 keeps the planner from pulling d and x up, which
 				-- would compute their values again at each use.
 				OFFSET 0) d OFFSET 0) x),
-		spent = CASE WHEN $17::jsonb IS NULL OR spent IS NULL THEN spent ELSE memento_add_spend(spent, $17::jsonb) END,
+		-- Each total back to bigint: one out of its range fails the
+		-- statement (22003), so the commit is refused and changes nothing
+		-- rather than keep a total that no run read can decode.
+		-- (COALESCE: the aggregate of no totals is NULL, not {}.)
+		spent = CASE WHEN $17::jsonb IS NULL OR spent IS NULL THEN spent ELSE COALESCE((
+			SELECT jsonb_object_agg(t.key, t.value::bigint)
+			FROM jsonb_each_text(memento_add_spend(spent, $17::jsonb)) t), '{}'::jsonb) END,
 		verified_seq = CASE WHEN $18::bigint > 0 THEN $18::bigint ELSE verified_seq END
 	WHERE tenant_id = $1 AND run_id = $2 AND state_revision = $3
 	  AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires_at > now()
@@ -757,7 +764,10 @@ func (db *DB) commitFast(ctx context.Context, tenantID, runID string, c run.Stor
 	if addSpend {
 		var ok bool
 		if spent, ok = addSpendExact(e.spent, c.Spend); !ok {
-			return run.Run{}, run.Event{}, nil, false // leave an overflow to SQL's numeric
+			// A total out of int64 is refused, changing nothing (the SQL
+			// path refuses it too: see commitSQL).
+			_, err := run.AddSpendChecked(e.spent, c.Spend)
+			return run.Run{}, run.Event{}, err, true
 		}
 		newSpent, oldSpent = encodeSpend(spent), encodeSpend(e.spent)
 	}
@@ -826,6 +836,9 @@ func (db *DB) commitSQL(ctx context.Context, tenantID, runID string, c run.Store
 		&r.Chain, &r.VerifiedSeq, &spent, &delta)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return run.Run{}, run.Event{}, db.diagnoseCommit(ctx, tenantID, runID, c, from)
+	}
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "22003" && c.Spend != nil {
+		return run.Run{}, run.Event{}, fmt.Errorf("%w: a spend total of the run leaves the 64-bit range (%s)", run.ErrInvalidInput, pgErr.Message)
 	}
 	if err != nil {
 		return run.Run{}, run.Event{}, err

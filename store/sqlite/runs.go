@@ -521,7 +521,9 @@ func (db *DB) Commit(ctx context.Context, tenantID, runID string, c run.StoreCom
 		}
 		r.Chain = ev.Chain
 		if c.Spend != nil {
-			r.Spent = run.AddSpend(r.Spent, c.Spend)
+			if r.Spent, err = run.AddSpendChecked(r.Spent, c.Spend); err != nil {
+				return err
+			}
 		}
 		if c.VerifiedSeq > 0 {
 			r.VerifiedSeq = c.VerifiedSeq
