@@ -253,18 +253,23 @@ func (h *history) append(it item) {
 	// windowRadius before it.
 	n := len(h.items)
 	for i := max(n-1-windowRadius, 0); i < n; i++ {
-		var b strings.Builder
-		for j := max(i-windowRadius, 0); j <= min(i+windowRadius, n-1); j++ {
-			b.WriteString(h.items[j].text)
-			b.WriteByte('\n')
-		}
-		b.WriteString(h.items[i].date)
-		h.windows.Add(strconv.FormatInt(h.items[i].seq, 10), b.String())
+		h.indexWindow(i)
 	}
 	for _, c := range h.counts {
 		c.line = append(c.line, 0)
 		c.msg = append(c.msg, 0)
 	}
+}
+
+// indexWindow indexes item i with its neighbours (windowRadius each side).
+func (h *history) indexWindow(i int) {
+	var b strings.Builder
+	for j := max(i-windowRadius, 0); j <= min(i+windowRadius, len(h.items)-1); j++ {
+		b.WriteString(h.items[j].text)
+		b.WriteByte('\n')
+	}
+	b.WriteString(h.items[i].date)
+	h.windows.Add(strconv.FormatInt(h.items[i].seq, 10), b.String())
 }
 
 func (h *history) trimBefore(seq int64) {
@@ -286,6 +291,13 @@ func (h *history) trimBefore(seq int64) {
 		}
 	}
 	h.items = append([]item(nil), h.items[i:]...)
+	// The windows of the first kept items held the trimmed ones: index
+	// them again as a history read after the trim would, so that what is
+	// gone from the source neither ranks them nor makes the context
+	// depend on when this cache was filled.
+	for k := 0; k < min(windowRadius, len(h.items)); k++ {
+		h.indexWindow(k)
+	}
 	h.vecDone = max(h.vecDone-i, 0)
 	for _, c := range h.counts {
 		c.line = append([]int(nil), c.line[i:]...)

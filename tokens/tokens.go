@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/pkoukk/tiktoken-go"
@@ -178,7 +179,14 @@ func ForModel(model string) Counter {
 
 func familyOf(model string) string {
 	m := strings.ToLower(strings.TrimSpace(model))
-	if i := strings.LastIndexAny(m, "/:"); i >= 0 {
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	// A fine-tuned OpenAI model ("ft:gpt-4o-mini-2024-07-18:org:name:id")
+	// counts with its base model's encoding.
+	if rest, ok := strings.CutPrefix(m, "ft:"); ok {
+		m, _, _ = strings.Cut(rest, ":")
+	} else if i := strings.LastIndexByte(m, ':'); i >= 0 {
 		m = m[i+1:]
 	}
 	has := func(p string) bool { return m == p || strings.HasPrefix(m, p+"-") || strings.HasPrefix(m, p+".") }
@@ -197,9 +205,14 @@ func familyOf(model string) string {
 func Approx() Counter { return approx{} }
 
 // approx estimates tokens as max(ceil(bytes/4), ceil(words*4/3), CJK
-// characters): about right for English prose on BPE tokenizers and on the
-// high side for code and other scripts, since a budget that over-counts
-// is safe and one that under-counts overflows the window.
+// characters, pieces): about right for English prose on BPE tokenizers and
+// on the high side for code and other scripts, since a budget that
+// over-counts is safe and one that under-counts overflows the window.
+// Pieces are what a BPE pre-tokenizer splits apart and no merge joins
+// again: letter runs, digits in groups of three, runs of ASCII punctuation,
+// and other symbols (an emoji) at a token per byte after the first, so that
+// ids, hashes, numbers and emoji, where bytes/4 and words fall far short,
+// are not under-counted.
 type approx struct{}
 
 func (approx) Name() string          { return ApproxName }
@@ -213,10 +226,31 @@ func approxCount(text string) int {
 	byBytes := (len(text) + 3) / 4
 	words, cjk := 0, 0
 	in := false
+	pieces, digits, prev := 0, 0, -1
 	for _, r := range text {
 		if unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Katakana, r) || unicode.Is(unicode.Hangul, r) {
 			cjk++
 		}
+		c := runeClass(r)
+		switch {
+		case c == 0:
+			if digits%3 == 0 {
+				pieces++
+			}
+			digits++
+		case c == 1 && prev != 1:
+			pieces++
+		case c == 3 && r >= utf8.RuneSelf:
+			// a symbol outside ASCII (an emoji) is mostly byte-level
+			// tokens: count one per byte after its first
+			pieces += max(utf8.RuneLen(r)-1, 1)
+		case c == 3 && prev != 3:
+			pieces++
+		}
+		if c != 0 {
+			digits = 0
+		}
+		prev = c
 		if unicode.IsSpace(r) || (unicode.IsPunct(r) && r != '\'') {
 			if unicode.IsPunct(r) {
 				words++ // punctuation is usually its own token
@@ -229,5 +263,7 @@ func approxCount(text string) int {
 			in = true
 		}
 	}
-	return max(byBytes, (words*4+2)/3, cjk)
+	// A tenth more pieces for the ones a vocabulary lacks whole (a rare
+	// run of letters splits in two).
+	return max(byBytes, (words*4+2)/3, cjk, (pieces*11+9)/10)
 }

@@ -52,6 +52,10 @@ func TestForModel(t *testing.T) {
 		"text-embedding-3-small": Cl100kBase, "text-embedding-ada-002": Cl100kBase,
 		"llama3.1:8b": ApproxName, "mistral-large": ApproxName, "o10-thing": ApproxName, "": ApproxName,
 		"claude-3-5-sonnet": ApproxName, "gpt-4oops": ApproxName,
+		// Fine-tuned OpenAI models count with their base model's encoding.
+		"ft:gpt-4o-mini-2024-07-18:my-org:custom-suffix:9zaaaaaa": O200kBase,
+		"ft:gpt-3.5-turbo-0125:acme::8abc":                        Cl100kBase, "openai/ft:gpt-4.1:org::x": O200kBase,
+		"ft:davinci-002:org::x": ApproxName,
 	}
 	for model, want := range cases {
 		c := ForModel(model)
@@ -194,4 +198,21 @@ func BenchmarkCount(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestApproxNotUnderIDs: ids, hashes, long numbers and emoji, where bytes/4
+// and word counts fall far short of a BPE tokenizer's count, are not
+// under-counted by the approximation (a budget counted low overflows).
+func TestApproxNotUnderIDs(t *testing.T) {
+	a := Approx()
+	for name, text := range map[string]string{
+		"uuid":   "order 6ed5d1bf-e585-552f-ac95-4ab592c9357d tracking 609500700747957619887872460",
+		"digits": strings.Repeat("1234567890", 50),
+		"ids":    strings.Repeat("id-9f86d081884c7d65 id-2c26b46b68ffc68f ", 25),
+		"emoji":  strings.Repeat("🎁🎉😀", 40),
+	} {
+		if est, o, c := a.Count(text), o200k.Count(text), cl100k.Count(text); est < o || est < c {
+			t.Errorf("%s: approx %d under o200k %d or cl100k %d", name, est, o, c)
+		}
+	}
 }
