@@ -15,6 +15,7 @@ import (
 	"github.com/mementohq/memento/llm/openai"
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/store/memstore"
+	"github.com/mementohq/memento/tokens"
 )
 
 func item(seq int64, typ, payload string) compact.Item {
@@ -414,5 +415,26 @@ func TestTamperedSummaryFailsVerification(t *testing.T) {
 				t.Fatalf("tampered summary: ok=%v reason %q, want a failure naming %q", v.OK, v.Reason, c.reason)
 			}
 		})
+	}
+}
+
+// TestExtractiveShorterThanSource: over chatty messages, where every
+// sentence scores as a fact, the summary still saves tokens (it took all
+// of them, plus its own lines, up to the default budget).
+func TestExtractiveShorterThanSource(t *testing.T) {
+	counter := tokens.ForModel("gpt-4o")
+	var items []compact.Item
+	source := 0
+	for i := 1; i <= 8; i++ {
+		text := fmt.Sprintf("I told the agent on Monday that order %d for 20 EUR was late again, and that my sister in Porto waits for it.", 7000+i)
+		items = append(items, compact.Item{Seq: int64(i), Type: "user", Text: text})
+		source += counter.Count(text)
+	}
+	d, err := compact.Extractive{}.Compact(t.Context(), compact.Input{Owner: compact.SessionOwner("s", "u"), Range: compact.Range{FromSeq: 1, ToSeq: 8}, Items: items, Counter: counter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counter.Count(d.Text); n >= source || len(d.Facts) == 0 {
+		t.Fatalf("summary of %d tokens with %d facts, its source %d tokens:\n%s", n, len(d.Facts), source, d.Text)
 	}
 }

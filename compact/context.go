@@ -13,8 +13,8 @@ type ContextSource struct{ S *Service }
 
 var _ contextbuild.Summaries = ContextSource{}
 
-// Verified returns the owner's usable summaries: the chain from the log's
-// start, each one verified, cut before the first that fails.
+// Verified returns the owner's usable summaries: the chain (Chain), each
+// one verified, cut before the first that fails.
 func (c ContextSource) Verified(ctx context.Context, tenantID, ownerKind, ownerID, userID string) ([]contextbuild.Summary, error) {
 	owner := RunOwner(ownerID)
 	if ownerKind == string(OwnerSession) {

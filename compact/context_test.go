@@ -3,6 +3,7 @@ package compact_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/mementohq/memento/compact"
 	"github.com/mementohq/memento/contextbuild"
 	"github.com/mementohq/memento/run"
+	"github.com/mementohq/memento/session"
 	"github.com/mementohq/memento/store/memstore"
+	"github.com/mementohq/memento/tokens"
 )
 
 // TestSummaryInContext: a verified summary stands for the older history in
@@ -85,5 +88,90 @@ func TestSummaryInContext(t *testing.T) {
 	}
 	if shown != 121 {
 		t.Fatalf("%d events shown of 121", shown)
+	}
+}
+
+// TestSummariesAfterTrim: once a session's cap trims the oldest messages,
+// the summaries of what is left still form the chain and stand for their
+// ranges in a context (the one over trimmed messages cannot verify); the
+// messages before the chain stay raw, not counted as covered.
+func TestSummariesAfterTrim(t *testing.T) {
+	ctx := t.Context()
+	st := memstore.New()
+	ss := session.NewService(st, session.Options{MaxMessages: 20})
+	cs := compact.NewService(st.Summaries(), compact.Options{Sessions: st, Budget: 60})
+	b := contextbuild.New(contextbuild.Sources{Sessions: ss, Summaries: compact.ContextSource{S: cs}})
+	if _, _, err := ss.Put(ctx, "t", "s", session.PutRequest{UserID: "u", State: json.RawMessage(`{"a":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	add := func(n, from int) {
+		t.Helper()
+		var in []session.MessageInput
+		for i := range n {
+			in = append(in, session.MessageInput{Role: "user", Content: fmt.Sprintf("message %d: the customer talks about refund order %d for 20 EUR and many other long words to fill", from+i, from+i)})
+		}
+		if _, err := ss.Append(ctx, "t", "s", "u", in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := compact.SessionOwner("s", "u")
+	counter := tokens.ForModel(cs.Model())
+	compactTo := func(to int64) compact.Summary {
+		t.Helper()
+		sum, _, err := cs.Compact(ctx, "t", owner, compact.CompactRequest{ToSeq: to})
+		if err != nil {
+			t.Fatalf("compact to %d: %v", to, err)
+		}
+		return sum
+	}
+	add(10, 1)
+	compactTo(5)
+	compactTo(10)
+	add(13, 11) // 23 messages, cap 20: 1-3 trimmed
+	if first, _, err := cs.Bounds(ctx, "t", owner); err != nil || first != 4 {
+		t.Fatalf("first seq %d (%v), want 4", first, err)
+	}
+	compactTo(15)
+	last := compactTo(0)
+	if last.Covers != (compact.Range{FromSeq: 16, ToSeq: 23}) {
+		t.Fatalf("the next summary covers %s, want 16-23", last.Covers)
+	}
+	usable, err := cs.Usable(ctx, "t", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ranges []string
+	for _, u := range usable {
+		ranges = append(ranges, u.Covers.String())
+		// A summary that saves nothing has no place in a context: it is
+		// shorter than its source.
+		source := 0
+		for seq := u.Covers.FromSeq; seq <= u.Covers.ToSeq; seq++ {
+			source += counter.Count(fmt.Sprintf("message %d: the customer talks about refund order %d for 20 EUR and many other long words to fill", seq, seq))
+		}
+		if u.Tokens >= source {
+			t.Fatalf("summary of %s takes %d tokens, its %d messages %d:\n%s", u.Covers, u.Tokens, u.Covers.ToSeq-u.Covers.FromSeq+1, source, u.Text)
+		}
+	}
+	if strings.Join(ranges, ",") != "[6, 10],[11, 15],[16, 23]" {
+		t.Fatalf("usable summaries %v, want [6, 10],[11, 15],[16, 23]", ranges)
+	}
+	res, err := b.Build(ctx, "t", contextbuild.Request{Model: "gpt-4o", BudgetTokens: 500, SessionID: "s", UserID: "u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	summaries := 0
+	for _, p := range res.Accounting.Parts {
+		if p.Kind == contextbuild.KindSummary {
+			summaries = len(p.SourceIDs)
+		}
+	}
+	if summaries == 0 {
+		t.Fatalf("no summary in the context: parts %+v, left out %+v", res.Accounting.Parts, res.Accounting.LeftOut)
+	}
+	for _, lo := range res.Accounting.LeftOut {
+		if strings.Contains(lo.Reason, "summary") && slices.Contains(lo.SourceIDs, "msg:4") {
+			t.Fatalf("message 4 (before the chain) is left out as covered by a summary: %+v", lo)
+		}
 	}
 }

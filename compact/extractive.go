@@ -19,7 +19,16 @@ const ExtractiveName = "extractive"
 
 // extractiveRules versions the extraction and scoring rules: bump it when
 // they change, so older summaries are rebuilt.
-const extractiveRules = "rules-v1"
+const extractiveRules = "rules-v2"
+
+// maxSourceShare bounds the facts of a summary to this share of its
+// source's tokens (or minFactTokens, for a short range), beyond the
+// carried items (kept whatever they take): a summary as long as what it
+// stands for saves nothing in a context.
+const (
+	maxSourceShare = 0.5
+	minFactTokens  = 64
+)
 
 // DefaultBudget is the token budget of a summary's text unless configured.
 const DefaultBudget = 512
@@ -154,7 +163,8 @@ func truncate(s string, n int) string {
 	return string(r[:n]) + "…"
 }
 
-// Compact keeps the carried items and the best fact sentences under the budget.
+// Compact keeps the carried items and the best fact sentences under the
+// budget, the facts within maxSourceShare of the source's tokens.
 func (x Extractive) Compact(ctx context.Context, in Input) (Draft, error) {
 	if err := ctx.Err(); err != nil {
 		return Draft{}, err
@@ -168,6 +178,7 @@ func (x Extractive) Compact(ctx context.Context, in Input) (Draft, error) {
 		budget = DefaultBudget
 	}
 	col := newCollector()
+	source := 0
 	var cands []candidate
 	var questions []Question
 	var decisions []Decision
@@ -176,8 +187,10 @@ func (x Extractive) Compact(ctx context.Context, in Input) (Draft, error) {
 		var sents []string
 		if it.Text != "" {
 			sents = splitSentences(it.Text)
+			source += counter.Count(it.Text)
 		} else {
 			line, prose := eventLine(it)
+			source += counter.Count(line) + counter.Count(strings.Join(prose, " "))
 			// An event is a record of what happened: its line is a fact.
 			cands = append(cands, candidate{text: line, seq: it.Seq, score: 4, pos: len(cands)})
 			sents = prose
@@ -213,6 +226,7 @@ func (x Extractive) Compact(ctx context.Context, in Input) (Draft, error) {
 		head = append(head, fmt.Sprintf("Decision [%s] (seq %s): %s", d.Code, seqList(d.SourceSeqs), d.Text))
 	}
 	used := counter.Count(strings.Join(head, "\n"))
+	budget = min(budget, used+max(int(float64(source)*maxSourceShare), minFactTokens))
 	// Best first; ties go to the later entry (more recent is more relevant).
 	order := slices.Clone(cands)
 	sort.SliceStable(order, func(i, j int) bool {
@@ -273,8 +287,21 @@ func carriedLines(c Carried) []string {
 	}
 	join("Approvals", p)
 	p = nil
+	// One amount stated in several entries is one item with their seqs.
+	var amounts []Amount
+	at := map[[2]string]int{}
 	for _, a := range c.Amounts {
-		p = append(p, fmt.Sprintf("%s %s (seq %s)", a.Value, a.Currency, seqList(a.SourceSeqs)))
+		k := [2]string{a.Value, a.Currency}
+		if i, ok := at[k]; ok {
+			amounts[i].SourceSeqs = append(amounts[i].SourceSeqs, a.SourceSeqs...)
+			continue
+		}
+		at[k] = len(amounts)
+		a.SourceSeqs = slices.Clone(a.SourceSeqs)
+		amounts = append(amounts, a)
+	}
+	for _, a := range amounts {
+		p = append(p, strings.TrimSpace(fmt.Sprintf("%s %s", a.Value, a.Currency))+fmt.Sprintf(" (seq %s)", seqList(a.SourceSeqs)))
 	}
 	join("Amounts", p)
 	p = nil

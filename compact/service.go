@@ -692,7 +692,10 @@ func (s *Service) RebuildOwner(ctx context.Context, tenantID string, owner Owner
 // Chain returns the current summaries that form the owner's chain from the
 // start of its log, in range order, stopping before the first gap: the
 // older part of the history a context may show as summaries instead of raw
-// entries. It checks contiguity only; Usable also verifies each one.
+// entries. When a session's cap trimmed the oldest entries, the summaries
+// over them are passed over and the chain starts with the one after them
+// (the entries between the log's start and it stay raw). It checks
+// contiguity only; Usable also verifies each one.
 func (s *Service) Chain(ctx context.Context, tenantID string, owner Owner) ([]Summary, error) {
 	src, err := s.source(owner)
 	if err != nil {
@@ -710,6 +713,13 @@ func (s *Service) Chain(ctx context.Context, tenantID string, owner Owner) ([]Su
 	want := max(first, 1)
 	for _, x := range live {
 		if x.Status != StatusCurrent {
+			continue
+		}
+		if len(out) == 0 && x.Covers.FromSeq < max(first, 1) {
+			// It covers entries the log no longer holds (a session's cap
+			// trimmed them): it cannot be verified, and the chain starts
+			// with the summary that follows it.
+			want = max(want, x.Covers.ToSeq+1)
 			continue
 		}
 		if x.Covers.FromSeq != want {

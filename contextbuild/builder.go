@@ -134,7 +134,9 @@ type Summary struct {
 
 // Summaries gives the builder the verified summaries of a run or of a
 // user's session (ownerKind "run" or "session"; userID only for sessions).
-// A summary that fails verification is not returned.
+// A summary that fails verification is not returned. The builder shows the
+// contiguous chain that starts with the first one returned; items before
+// it and after it stay raw.
 type Summaries interface {
 	Verified(ctx context.Context, tenantID, ownerKind, ownerID, userID string) ([]Summary, error)
 }
@@ -257,7 +259,7 @@ func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result
 	if own != nil {
 		// A summary stands for raw items that do not fit; when they all
 		// do, they go in themselves and the summaries stay out.
-		var covered int64
+		var covered span
 		if _, fits := own.hist.wholeTokens(counter, avail-a.total-queryTokens); !wholeFits || !fits {
 			if covered, err = b.addSummaries(ctx, a, tenantID, own.hist, int(float64(rest)*summaryShare)); err != nil {
 				return Result{}, err
@@ -393,39 +395,39 @@ func (b *Builder) addDocuments(ctx context.Context, a *assembly, tenantID string
 // addSummaries shows the verified summaries of the history's older part,
 // newest first while they fit; it returns the last seq they cover
 // contiguously from the start (0 when none).
-func (b *Builder) addSummaries(ctx context.Context, a *assembly, tenantID string, h *history, cap int) (int64, error) {
+func (b *Builder) addSummaries(ctx context.Context, a *assembly, tenantID string, h *history, cap int) (span, error) {
 	if b.src.Summaries == nil {
-		return 0, nil
+		return span{}, nil
 	}
 	sums, err := b.src.Summaries.Verified(ctx, tenantID, h.kind, h.id, h.userID)
 	if err != nil {
-		return 0, fmt.Errorf("read summaries: %w", err)
+		return span{}, fmt.Errorf("read summaries: %w", err)
+	}
+	if len(sums) == 0 {
+		return span{}, nil
 	}
 	sort.Slice(sums, func(i, j int) bool { return sums[i].FromSeq < sums[j].FromSeq })
-	var covered int64
-	for _, s := range sums {
-		if s.FromSeq != covered+1 {
-			break
-		}
-		covered = s.ToSeq
+	// The chain: contiguous from the first summary (which starts after the
+	// log's first items when a session's cap trimmed the ones it began with).
+	n := 1
+	for n < len(sums) && sums[n].FromSeq == sums[n-1].ToSeq+1 {
+		n++
 	}
-	lines := make([]line, 0, len(sums))
-	for _, s := range sums {
-		if s.ToSeq > covered {
-			break
-		}
+	lines := make([]line, 0, n)
+	for _, s := range sums[:n] {
 		lines = append(lines, line{text: fmt.Sprintf("[%s %d-%d] %s", seqLabel(h.kind), s.FromSeq, s.ToSeq, s.Text), src: "summary:" + s.ID})
 	}
-	used := a.addLines(KindSummary, "Summary of the earlier history:", lines, cap, "over the summaries' share of the budget")
-	if used < len(lines) {
-		// Only a prefix chain that is shown counts as covered.
-		covered = 0
-		for _, s := range sums[:used] {
-			covered = s.ToSeq
-		}
+	// Only the part of the chain that is shown counts as covered.
+	if used := a.addLines(KindSummary, "Summary of the earlier history:", lines, cap, "over the summaries' share of the budget"); used > 0 {
+		return span{from: sums[0].FromSeq, to: sums[used-1].ToSeq}, nil
 	}
-	return covered, nil
+	return span{}, nil
 }
+
+// span is the range of seqs the shown summaries cover (zero: none).
+type span struct{ from, to int64 }
+
+func (c span) holds(seq int64) bool { return c.to > 0 && seq >= c.from && seq <= c.to }
 
 func seqLabel(kind string) string {
 	if kind == ownerSession {

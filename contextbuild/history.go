@@ -350,7 +350,7 @@ func (h *history) countsFor(c tokens.Counter) *itemCounts {
 // and, when a query is given, the older items most relevant to it (full
 // text and, with an embedder, meaning, fused) in one part, in seq order.
 // Items neither shown nor summarised are recorded as left out.
-func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query string, budget int, covered int64) error {
+func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query string, budget int, covered span) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.items) == 0 || budget <= 0 {
@@ -373,7 +373,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 	// Items a shown summary covers are not repeated in the recent window
 	// (the older part below may still quote one that the query needs).
 	start, used := len(h.items), 0
-	for start > 0 && h.items[start-1].seq > covered {
+	for start > 0 && h.items[start-1].seq > covered.to {
 		t := ic.msg[start-1]
 		lim := recentBudget
 		if len(h.items)-start < minRecent {
@@ -468,7 +468,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 	}
 	// What the older items left unused goes to more recent ones, back
 	// from the recent window down to the newest item already shown.
-	for start > 0 && !chosen[start-1] && h.items[start-1].seq > covered && used+ic.msg[start-1] <= budget-spentOlder {
+	for start > 0 && !chosen[start-1] && h.items[start-1].seq > covered.to && used+ic.msg[start-1] <= budget-spentOlder {
 		used += ic.msg[start-1]
 		start--
 	}
@@ -487,7 +487,7 @@ func (b *Builder) addHistory(ctx context.Context, a *assembly, h *history, query
 		if chosen[i] {
 			continue
 		}
-		if it.seq <= covered {
+		if covered.holds(it.seq) {
 			summarised = append(summarised, it)
 		} else {
 			out = append(out, it)
