@@ -42,6 +42,7 @@ func MemoryStoreSuite(t *testing.T, open func(t *testing.T) memory.Store) {
 		{"Changes", testMemChanges},
 		{"Namespaces", testMemNamespaces},
 		{"Unconsented", testMemUnconsented},
+		{"PersonalRefusesUnconsented", testMemPersonalRefusesUnconsented},
 		{"TenantIsolation", testMemTenantIsolation},
 		{"InsertBatch", testMemInsertBatch},
 		{"ChangesAndGet", testMemChangesAndGet},
@@ -1343,6 +1344,60 @@ func testMemUnconsented(t *testing.T, s memory.Store) {
 	}
 	if n := count(f.tenant, "health"); n != 1 {
 		t.Fatalf("%d unconsented after invalidating one, want 1", n)
+	}
+}
+
+// A namespace declared personal and a claim without a consent basis are
+// ordered by the store, whichever comes second being refused: the service
+// reads the policy (or counts) before it writes, and another instance may
+// declare (or write) in between. A claim with a consent basis is taken.
+func testMemPersonalRefusesUnconsented(t *testing.T, s memory.Store) {
+	f := newMfx(t, s)
+	ctx := t.Context()
+	bare := func(ns, key string, status memory.Status) memory.Claim {
+		c := f.claim(ns, key, `"x"`, key+" x")
+		c.ConsentBasis, c.Status = "", status
+		return c
+	}
+	declare := func(ns string) error {
+		return s.PutNamespace(ctx, memory.Namespace{TenantID: f.tenant, Name: ns, Personal: true})
+	}
+	// Declared first, written second.
+	if err := declare("p1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Insert(ctx, memory.InsertParams{Claim: bare("p1", "a", memory.StatusCurrent)}); !errors.Is(err, memory.ErrNoConsent) {
+		t.Fatalf("a claim without consent in a personal namespace: %v, want ErrNoConsent", err)
+	}
+	if b, ok := s.(memory.BatchInserter); ok {
+		if _, err := b.InsertBatch(ctx, []memory.InsertParams{{Claim: bare("p1", "b", memory.StatusCurrent)}}); !errors.Is(err, memory.ErrNoConsent) {
+			t.Fatalf("a batch with a claim without consent in a personal namespace: %v, want ErrNoConsent", err)
+		}
+	}
+	if n, err := s.Unconsented(ctx, f.tenant, "p1"); err != nil || n != 0 {
+		t.Fatalf("refused claims stored: %d (%v)", n, err)
+	}
+	f.add("p1", "c", `"y"`, "c y") // with a consent basis
+	// Written first, declared second: the declaration is refused and not stored.
+	f.insert(bare("p2", "a", memory.StatusCurrent), "", nil)
+	if err := declare("p2"); !errors.Is(err, memory.ErrNoConsent) {
+		t.Fatalf("declared personal over a claim without consent: %v, want ErrNoConsent", err)
+	}
+	if ns, err := s.GetNamespace(ctx, f.tenant, "p2"); err != nil || ns.Personal {
+		t.Fatalf("the refused declaration was stored: %+v (%v)", ns, err)
+	}
+	// Held before the declaration (held claims are not served), confirmed after.
+	held := f.insert(bare("p3", "a", memory.StatusHeld), "", nil)
+	if err := declare("p3"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Transition(ctx, memory.TransitionParams{TenantID: f.tenant, MemoryID: held.MemoryID,
+		From: []memory.Status{memory.StatusHeld}, To: memory.StatusCurrent, At: f.tick()})
+	if !errors.Is(err, memory.ErrNoConsent) {
+		t.Fatalf("a held claim without consent made current in a personal namespace: %v, want ErrNoConsent", err)
+	}
+	if got := f.get(held.MemoryID); got.Status != memory.StatusHeld {
+		t.Fatalf("the refused confirmation changed the claim to %s", got.Status)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -171,6 +172,9 @@ func (m *Memory) Insert(ctx context.Context, p memory.InsertParams) (memory.Clai
 	if tomb || (legacy && p.LegacyDigest != "") {
 		return memory.Claim{}, fmt.Errorf("insert claim %s: %w", c.MemoryID, memory.ErrTombstoned)
 	}
+	if err := m.checkConsent(c); err != nil {
+		return memory.Claim{}, fmt.Errorf("insert claim %s: %w", c.MemoryID, err)
+	}
 	old, err := m.checkSupersede(c, p.Supersede)
 	if err != nil {
 		return memory.Claim{}, fmt.Errorf("insert claim %s: %w", c.MemoryID, err)
@@ -284,6 +288,9 @@ func (m *Memory) Transition(ctx context.Context, p memory.TransitionParams) (mem
 	becomes := p.To == memory.StatusCurrent && !wasCurrent
 	var old *claimRow
 	if becomes {
+		if err := m.checkConsent(row.c); err != nil {
+			return memory.Claim{}, fmt.Errorf("transition claim %s: %w", p.MemoryID, err)
+		}
 		var err error
 		if old, err = m.checkSupersede(row.c, p.Supersede); err != nil {
 			return memory.Claim{}, fmt.Errorf("transition claim %s: %w", p.MemoryID, err)
@@ -523,8 +530,23 @@ func (m *Memory) PutNamespace(ctx context.Context, ns memory.Namespace) error {
 	}
 	m.s.mu.Lock()
 	defer m.s.mu.Unlock()
+	if ns.Personal {
+		if n := m.unconsented(ns.TenantID, ns.Name); n > 0 {
+			return fmt.Errorf("put namespace %s: it holds %d current claims without a consent basis: %w", ns.Name, n, memory.ErrNoConsent)
+		}
+	}
 	ns.TTL = ns.TTL.Truncate(time.Microsecond)
 	m.s.mem.namespaces[key{ns.TenantID, ns.Name}] = ns
+	return nil
+}
+
+// checkConsent refuses a claim without a consent basis in a namespace
+// declared personal (the service checked the policy before; a declaration
+// may have come in between).
+func (m *Memory) checkConsent(c memory.Claim) error {
+	if strings.TrimSpace(c.ConsentBasis) == "" && m.s.mem.namespaces[key{c.TenantID, c.Namespace}].Personal {
+		return fmt.Errorf("namespace %s: %w", c.Namespace, memory.ErrNoConsent)
+	}
 	return nil
 }
 
@@ -542,13 +564,17 @@ func (m *Memory) GetNamespace(ctx context.Context, tenantID, name string) (memor
 func (m *Memory) Unconsented(ctx context.Context, tenantID, namespace string) (int, error) {
 	m.s.mu.Lock()
 	defer m.s.mu.Unlock()
+	return m.unconsented(tenantID, namespace), nil
+}
+
+func (m *Memory) unconsented(tenantID, namespace string) int {
 	now, n := time.Now(), 0
 	for _, row := range m.s.mem.claims {
 		if c := row.c; c.TenantID == tenantID && c.Namespace == namespace && c.ConsentBasis == "" && c.Live(now) {
 			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
 // ProjectionRows implements memory.Store.

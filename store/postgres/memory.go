@@ -104,6 +104,49 @@ func lockSubject(ctx context.Context, tx pgx.Tx, tenantID, subjectID string) (in
 	return v, err
 }
 
+// namespaceLockKey is the first half of the advisory lock that orders a
+// namespace's declaration as personal against the writes of claims without
+// a consent basis into it; the second half is a hash of the schema, tenant
+// and namespace (a collision only serializes two namespaces' writes).
+const namespaceLockKey int32 = 0x4d454e53 // "MENS"
+
+// namespaceLockSQL takes the lock ($1 tenant, $2 namespace) shared: the
+// write of a claim without a consent basis; namespaceLockExclusiveSQL is
+// a declaration as personal.
+const (
+	namespaceLockSQL          = `SELECT pg_advisory_xact_lock_shared(` + namespaceLockArgs + `)`
+	namespaceLockExclusiveSQL = `SELECT pg_advisory_xact_lock(` + namespaceLockArgs + `)`
+	namespaceLockArgs         = `$3::int, hashtext(coalesce(current_schema(), '') || chr(31) || $1::text || chr(31) || $2::text)`
+)
+
+// personalSQL tells whether the namespace ($1 tenant, $2 namespace) is
+// declared personal; run after namespaceLockSQL, in its own statement, so
+// that its snapshot holds a declaration the lock waited for.
+const personalSQL = `SELECT EXISTS (SELECT 1 FROM memory_namespaces WHERE tenant_id = $1 AND namespace = $2 AND personal)`
+
+// checkConsent refuses, inside a write transaction, a claim without a
+// consent basis in a namespace declared personal. The service checks the
+// policy before it writes; this check under the namespace lock closes the
+// window in which another instance declares the namespace personal
+// between that read and the write (or counts the claims without consent
+// before the write commits).
+func checkConsent(ctx context.Context, tx pgx.Tx, c memory.Claim) error {
+	if strings.TrimSpace(c.ConsentBasis) != "" {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, namespaceLockSQL, c.TenantID, c.Namespace, namespaceLockKey); err != nil {
+		return err
+	}
+	var personal bool
+	if err := tx.QueryRow(ctx, personalSQL, c.TenantID, c.Namespace).Scan(&personal); err != nil {
+		return err
+	}
+	if personal {
+		return fmt.Errorf("namespace %s: %w", c.Namespace, memory.ErrNoConsent)
+	}
+	return nil
+}
+
 func dropProjections(ctx context.Context, tx pgx.Tx, tenantID, memoryID string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM memory_text WHERE tenant_id = $1 AND memory_id = $2`, tenantID, memoryID); err != nil {
 		return err
@@ -296,6 +339,11 @@ func queueInsert(b *pgx.Batch, p memory.InsertParams) (out func() memory.Claim, 
 	b.Queue(`INSERT INTO memory_subjects AS s (tenant_id, subject_id, version) VALUES ($1, $2, 1)
 		ON CONFLICT (tenant_id, subject_id) DO UPDATE SET version = s.version + 1 RETURNING version`, c.TenantID, c.SubjectID).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&version) })
+	personal := false
+	if strings.TrimSpace(c.ConsentBasis) == "" {
+		b.Queue(namespaceLockSQL, c.TenantID, c.Namespace, namespaceLockKey)
+		b.Queue(personalSQL, c.TenantID, c.Namespace).QueryRow(func(r pgx.Row) error { return r.Scan(&personal) })
+	}
 	b.Queue(`SELECT EXISTS (SELECT 1 FROM memory_tombstones WHERE tenant_id = $1 AND subject_id = $2 AND namespace = $3
 		AND key = $4 AND value_digest IN ($5, $6))`, c.TenantID, c.SubjectID, c.Namespace, c.Key, c.ValueDigest, cmp.Or(p.LegacyDigest, c.ValueDigest)).
 		QueryRow(func(r pgx.Row) error { return r.Scan(&tombstoned) })
@@ -326,6 +374,8 @@ func queueInsert(b *pgx.Batch, p memory.InsertParams) (out func() memory.Claim, 
 		switch {
 		case tombstoned:
 			return memory.ErrTombstoned
+		case personal:
+			return fmt.Errorf("namespace %s: %w", c.Namespace, memory.ErrNoConsent)
 		case superseded == 0:
 			return fmt.Errorf("claim %s to supersede is not a current claim of the subject: %w", p.Supersede, memory.ErrConflict)
 		}
@@ -454,6 +504,9 @@ func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory
 		becomes := p.To == memory.StatusCurrent && !wasCurrent
 		supersede := ""
 		if becomes {
+			if err := checkConsent(ctx, tx, c); err != nil {
+				return err
+			}
 			supersede = p.Supersede
 			if err := checkSupersede(ctx, tx, c, supersede); err != nil {
 				return err
@@ -862,9 +915,28 @@ func (db *DB) PutNamespace(ctx context.Context, ns memory.Namespace) error {
 	if ns.TenantID == "" || ns.Name == "" {
 		return fmt.Errorf("put namespace: tenant and name are required: %w", memory.ErrInvalidInput)
 	}
-	_, err := db.pool.Exec(ctx, `INSERT INTO memory_namespaces (tenant_id, namespace, personal, sensitive, ttl_us) VALUES ($1, $2, $3, $4, $5)
+	err := db.memTx(ctx, func(tx pgx.Tx) error {
+		if ns.Personal {
+			// Under the exclusive lock no claim without consent is being
+			// written into the namespace, so the count is final until the
+			// declaration commits (memory.Service.DeclareNamespace counted
+			// before, without the lock, for its message).
+			if _, err := tx.Exec(ctx, namespaceLockExclusiveSQL, ns.TenantID, ns.Name, namespaceLockKey); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRow(ctx, unconsentedSQL, ns.TenantID, ns.Name, string(memory.StatusCurrent)).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("namespace %s holds %d current claims without a consent basis: %w", ns.Name, n, memory.ErrNoConsent)
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO memory_namespaces (tenant_id, namespace, personal, sensitive, ttl_us) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (tenant_id, namespace) DO UPDATE SET personal = excluded.personal, sensitive = excluded.sensitive, ttl_us = excluded.ttl_us`,
-		ns.TenantID, ns.Name, ns.Personal, ns.Sensitive, ns.TTL.Microseconds())
+			ns.TenantID, ns.Name, ns.Personal, ns.Sensitive, ns.TTL.Microseconds())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put namespace %s: %w", ns.Name, err)
 	}
@@ -886,12 +958,15 @@ func (db *DB) GetNamespace(ctx context.Context, tenantID, name string) (memory.N
 	return ns, nil
 }
 
+// unconsentedSQL counts a namespace's live claims of status $3 without a
+// consent basis: $1 tenant, $2 namespace.
+const unconsentedSQL = `SELECT count(*) FROM memory_claims WHERE tenant_id = $1 AND namespace = $2
+		AND status = $3 AND coalesce(consent_basis, '') = '' AND (expires_at IS NULL OR expires_at > now())`
+
 // Unconsented implements memory.Store.
 func (db *DB) Unconsented(ctx context.Context, tenantID, namespace string) (int, error) {
 	var n int
-	err := db.pool.QueryRow(ctx, `SELECT count(*) FROM memory_claims WHERE tenant_id = $1 AND namespace = $2
-		AND status = $3 AND coalesce(consent_basis, '') = '' AND (expires_at IS NULL OR expires_at > now())`,
-		tenantID, namespace, string(memory.StatusCurrent)).Scan(&n)
+	err := db.pool.QueryRow(ctx, unconsentedSQL, tenantID, namespace, string(memory.StatusCurrent)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count unconsented claims in %s: %w", namespace, err)
 	}

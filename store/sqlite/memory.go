@@ -260,6 +260,9 @@ func insertTx(ctx context.Context, tx wtx, p memory.InsertParams) (memory.Claim,
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return memory.Claim{}, err
 	}
+	if err := checkConsent(ctx, tx, c); err != nil {
+		return memory.Claim{}, err
+	}
 	version, err := bumpSubject(ctx, tx, c.TenantID, c.SubjectID)
 	if err != nil {
 		return memory.Claim{}, err
@@ -405,6 +408,9 @@ func (db *DB) Transition(ctx context.Context, p memory.TransitionParams) (memory
 		leaves := wasCurrent && p.To != memory.StatusCurrent
 		supersede := ""
 		if becomes {
+			if err := checkConsent(ctx, tx, c); err != nil {
+				return err
+			}
 			supersede = p.Supersede
 			if err := checkSlot(ctx, tx, c, supersede); err != nil {
 				return err
@@ -835,6 +841,17 @@ func (db *DB) PutNamespace(ctx context.Context, ns memory.Namespace) error {
 		return fmt.Errorf("put namespace: tenant and name are required: %w", memory.ErrInvalidInput)
 	}
 	err := db.memoryTx(ctx, func(tx wtx) error {
+		if ns.Personal {
+			// In the write transaction (writes are serialized), so no claim
+			// without consent lands between the count and the declaration.
+			var n int
+			if err := tx.QueryRowContext(ctx, unconsentedSQL, ns.TenantID, ns.Name, string(memory.StatusCurrent), time.Now().UnixMicro()).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("it holds %d current claims without a consent basis: %w", n, memory.ErrNoConsent)
+			}
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO memory_namespaces (tenant_id, namespace, personal, sensitive, ttl_us) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (tenant_id, namespace) DO UPDATE SET personal = excluded.personal, sensitive = excluded.sensitive, ttl_us = excluded.ttl_us`,
 			ns.TenantID, ns.Name, ns.Personal, ns.Sensitive, ns.TTL.Microseconds())
@@ -861,12 +878,35 @@ func (db *DB) GetNamespace(ctx context.Context, tenantID, name string) (memory.N
 	return ns, nil
 }
 
+// unconsentedSQL counts a namespace's live claims of a status without a
+// consent basis: tenant, namespace, status, now (µs).
+const unconsentedSQL = `SELECT count(*) FROM memory_claims WHERE tenant_id = ? AND namespace = ?
+		AND status = ? AND coalesce(consent_basis, '') = '' AND (expires_at IS NULL OR expires_at > ?)`
+
+// checkConsent refuses, in a write transaction, a claim without a consent
+// basis in a namespace declared personal: the service read the policy
+// before; a declaration (another instance's) may have come in between.
+func checkConsent(ctx context.Context, tx wtx, c memory.Claim) error {
+	if strings.TrimSpace(c.ConsentBasis) != "" {
+		return nil
+	}
+	var personal bool
+	err := tx.QueryRowContext(ctx, `SELECT personal FROM memory_namespaces WHERE tenant_id = ? AND namespace = ?`, c.TenantID, c.Namespace).Scan(&personal)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if personal {
+		return fmt.Errorf("namespace %s: %w", c.Namespace, memory.ErrNoConsent)
+	}
+	return nil
+}
+
 // Unconsented implements memory.Store.
 func (db *DB) Unconsented(ctx context.Context, tenantID, namespace string) (int, error) {
 	var n int
-	err := db.rd().QueryRowContext(ctx, `SELECT count(*) FROM memory_claims WHERE tenant_id = ? AND namespace = ?
-		AND status = ? AND coalesce(consent_basis, '') = '' AND (expires_at IS NULL OR expires_at > ?)`,
-		tenantID, namespace, string(memory.StatusCurrent), time.Now().UnixMicro()).Scan(&n)
+	err := db.rd().QueryRowContext(ctx, unconsentedSQL, tenantID, namespace, string(memory.StatusCurrent), time.Now().UnixMicro()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count unconsented claims in %s: %w", namespace, err)
 	}
