@@ -68,15 +68,17 @@ const mcpSessionIdle = 30 * time.Minute
 //
 // Sessions are kept (the protocol's Mcp-Session-Id, its several streams)
 // but hold nothing an agent needs: every tool reads and writes the stores.
-// Behind a load balancer without affinity, a request reaching an instance
-// that does not know its session gets 404, and the client starts a new
-// session, as the protocol has it; an idle session ends after
-// mcpSessionIdle. DNS-rebinding protection (a localhost request with a foreign Host) is
+// They live in the instance that opened them: behind a load balancer
+// without affinity a request reaching another instance gets 404 (and a
+// client that starts again may land elsewhere again), so such deployments
+// serve /mcp stateless (Options.MCPStateless: no sessions, each request
+// stands alone). An idle session ends after mcpSessionIdle. DNS-rebinding protection (a localhost request with a foreign Host) is
 // what guards a keyless loopback server from web pages; with keys every
 // request needs a bearer key a page cannot know, and a reverse proxy on
 // the same host must be able to pass its public Host through.
-func (s *Server) mcpHandler(m *mcp.Server) http.Handler {
+func (s *Server) mcpHandler(m *mcp.Server, stateless bool) http.Handler {
 	return m.Handler(s.mcpBinding, &gomcp.StreamableHTTPOptions{
+		Stateless:                  stateless,
 		SessionTimeout:             mcpSessionIdle,
 		Logger:                     s.log,
 		MaxRequestBodyBytes:        s.maxBody,

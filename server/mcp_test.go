@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -339,6 +340,65 @@ func TestMCPErrorsAreProblems(t *testing.T) {
 			!strings.HasSuffix(p.Type, "/"+c.kind) || p.Status != c.status || p.RequestID == "" || p.Instance != "/mcp" ||
 			strings.HasPrefix(strings.ToLower(p.Detail), strings.ToLower(p.Title)+":") {
 			t.Errorf("%s: %d %s %+v %v", c.name, resp.StatusCode, resp.Header.Get("Content-Type"), p, err)
+		}
+	}
+}
+
+// roundRobinRT sends each request to the next of several servers, as a
+// load balancer without session affinity does.
+type roundRobinRT struct {
+	hosts []string
+	n     atomic.Int64
+}
+
+func (rt *roundRobinRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.URL.Host = rt.hosts[int(rt.n.Add(1)-1)%len(rt.hosts)]
+	r.Host = r.URL.Host
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPStatelessAcrossInstances: with MCPStateless, an agent's requests
+// spread over two instances (no affinity) all succeed; with sessions, the
+// instance that did not open the session answers 404.
+func TestMCPStatelessAcrossInstances(t *testing.T) {
+	eng := openEngine(t, "sqlite", memento.Config{})
+	serve := func(stateless bool) string {
+		m := mcp.New(mcp.Services{Runs: eng.Runs, Sessions: eng.Sessions, Memory: eng.Memory, Context: eng.Context, Retrieval: eng.Retrieval},
+			mcp.Options{Classify: server.ClassifyError})
+		srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory,
+			Context: eng.Context, Retrieval: eng.Retrieval, MCP: m, MCPStateless: stateless, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv)
+		t.Cleanup(hs.Close)
+		return strings.TrimPrefix(hs.URL, "http://")
+	}
+	connect := func(stateless bool) (*gomcp.ClientSession, error) {
+		rt := &roundRobinRT{hosts: []string{serve(stateless), serve(stateless)}}
+		tr := &gomcp.StreamableClientTransport{Endpoint: "http://" + rt.hosts[0] + "/mcp", HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1, DisableStandaloneSSE: true}
+		cs, err := gomcp.NewClient(&gomcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+		if err == nil {
+			t.Cleanup(func() { _ = cs.Close() })
+		}
+		return cs, err
+	}
+	cs, err := connect(true)
+	if err != nil {
+		t.Fatalf("connect through two stateless instances: %v", err)
+	}
+	for i := range 6 {
+		args := map[string]any{"session_id": fmt.Sprintf("lb-%d", i), "state": map[string]any{"step": i}}
+		if out, isErr := mcpCall(t, cs, "session_put", args); isErr {
+			t.Fatalf("call %d through the balancer: %v", i, out)
+		}
+	}
+	// With sessions, the second request reaches the instance that does not
+	// know the session.
+	if cs, err := connect(false); err == nil {
+		if _, err := cs.CallTool(context.Background(), &gomcp.CallToolParams{Name: "session_put", Arguments: map[string]any{"session_id": "lb-x", "state": map[string]any{}}}); err == nil {
+			t.Fatal("a session-bound MCP endpoint served another instance's session")
 		}
 	}
 }

@@ -56,6 +56,11 @@ type Options struct {
 	// each tool call acts as the tenant of its key and the user the key is
 	// bound to or the X-Memento-User header names (see HeaderUser).
 	MCP *mcp.Server
+	// MCPStateless serves /mcp without protocol sessions: each request
+	// stands alone, so it may reach any instance behind a load balancer
+	// without affinity (server-to-client requests are then impossible;
+	// Memento's tools make none).
+	MCPStateless bool
 	// Ready reports whether every backend answers (GET /readyz); nil
 	// means always ready.
 	Ready func(context.Context) error
@@ -234,7 +239,7 @@ func New(opts Options) (*Server, error) {
 		s.mux.HandleFunc(rt.Pattern(), s.wrap(*rt))
 	}
 	if opts.MCP != nil {
-		s.mux.Handle("/mcp", s.mcpHandler(opts.MCP))
+		s.mux.Handle("/mcp", s.mcpHandler(opts.MCP, opts.MCPStateless))
 	}
 	return s, nil
 }

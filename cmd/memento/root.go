@@ -32,6 +32,7 @@ const (
 	envPIIRedaction = "MEMENTO_PII_REDACTION"
 	envPIIKey       = "MEMENTO_PII_KEY"
 	envOTLPEndpoint = "MEMENTO_OTLP_ENDPOINT"
+	envMCPStateless = "MEMENTO_MCP_STATELESS"
 	envURL          = "MEMENTO_URL"
 	envAPIKey       = "MEMENTO_API_KEY"
 

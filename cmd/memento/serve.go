@@ -27,6 +27,7 @@ type serveFlags struct {
 	retention                   string
 	requestTimeout, maxInFlight string
 	otlpEndpoint                string
+	mcpStateless                bool
 }
 
 // engineFlags choose and tune the backends; serve and mcp share them.
@@ -134,6 +135,7 @@ SIGINT or SIGTERM stops accepting connections and drains in-flight requests.`,
 	fl.StringVar(&f.retention, "retention", "", "delete completed, failed and cancelled runs (with their events, checkpoints and operations) this long after their last update, e.g. 720h; empty keeps them (env "+envRetention+")")
 	fl.StringVar(&f.requestTimeout, "request-timeout", "", "longest a request may work, store calls included, e.g. 30s (env "+envReqTimeout+", default 30s)")
 	fl.StringVar(&f.maxInFlight, "max-in-flight", "", "most API requests served at once; beyond it a request is answered 503 overloaded (env "+envMaxInFlight+", default 256)")
+	fl.BoolVar(&f.mcpStateless, "mcp-stateless", false, "serve /mcp without MCP sessions, each request standing alone, so that a load balancer without session affinity may send any request to any instance (env "+envMCPStateless+")")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces: a span per request and per store call; empty turns tracing off (env "+envOTLPEndpoint+")")
 	return cmd
 }
@@ -167,6 +169,11 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			return fmt.Errorf("max in flight %q: want a positive integer", v)
 		}
 		maxInFlight = n
+	}
+	v := flagOrEnv(cmd, "mcp-stateless", strconv.FormatBool(f.mcpStateless), envMCPStateless, "false")
+	mcpStateless, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("mcp stateless %q: want true or false", v)
 	}
 	logger, err := engineLogger(cmd, f.engineFlags)
 	if err != nil {
@@ -207,7 +214,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory, Retrieval: eng.Retrieval, Context: eng.Context, Summaries: eng.Summaries, Ready: eng.Ready,
 		Backend: string(eng.Backend()), MaxStateBytes: eng.Config().MaxStateBytes,
 		RequestTimeout: reqTimeout, MaxInFlight: maxInFlight,
-		Keys: keys, Logger: logger, Tracing: tracing, MCP: newMCPServer(eng, logger)})
+		Keys: keys, Logger: logger, Tracing: tracing, MCP: newMCPServer(eng, logger), MCPStateless: mcpStateless})
 	if err != nil {
 		return err
 	}
