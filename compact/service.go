@@ -197,11 +197,27 @@ func (s *Service) live(ctx context.Context, tenantID string, o Owner) ([]Summary
 // The range must continue the chain: it starts right after the last
 // current summary (or at the log's first seq) and ends within the log;
 // otherwise ErrRange. Asking again for the range of a current summary
-// returns it (created false) if it was made by the same compactor and
-// still verifies, and rebuilds it otherwise; asking for the range of a
+// (its from_seq, or the to_seq the chain ends at, as a retry does, even
+// one racing the first request) returns it (created false) if it was made
+// by the same compactor and still verifies, and rebuilds it otherwise; asking for the range of a
 // stale one rebuilds it, even with later summaries after it. A compactor's failure is
 // ErrCompactorFailed and stores nothing.
 func (s *Service) Compact(ctx context.Context, tenantID string, owner Owner, req CompactRequest) (Summary, bool, error) {
+	sum, created, err := s.compact(ctx, tenantID, owner, req)
+	if errors.Is(err, errStoredMeanwhile) {
+		// The same request (or one of the same range) stored its summary
+		// while this one was made: asked again, its range is a current
+		// summary's, which is returned.
+		return s.compact(ctx, tenantID, owner, req)
+	}
+	return sum, created, err
+}
+
+// errStoredMeanwhile is the ErrRange of a summary another compaction of the
+// range stored first.
+var errStoredMeanwhile = fmt.Errorf("%w: another summary of the range was stored at the same time", ErrRange)
+
+func (s *Service) compact(ctx context.Context, tenantID string, owner Owner, req CompactRequest) (Summary, bool, error) {
 	src, err := s.source(owner)
 	if err != nil {
 		return Summary{}, false, err
@@ -232,6 +248,11 @@ func (s *Service) Compact(ctx context.Context, tenantID string, owner Owner, req
 		from = first
 		if prev != nil {
 			from = prev.Covers.ToSeq + 1
+			if req.ToSeq == prev.Covers.ToSeq {
+				// The chain already ends where it asks: a retry of the
+				// request that made the last summary, which it returns.
+				from = prev.Covers.FromSeq
+			}
 		}
 	}
 	// The range of a summary that exists: return it, or rebuild it.
@@ -376,7 +397,7 @@ func (s *Service) build(ctx context.Context, tenantID string, owner Owner, rg Ra
 	}
 	if err := s.store.Put(ctx, sum); err != nil {
 		if errors.Is(err, ErrAlreadyExists) {
-			return Summary{}, fmt.Errorf("%w: another summary of %s was stored at the same time", ErrRange, rg)
+			return Summary{}, fmt.Errorf("range %s: %w", rg, errStoredMeanwhile)
 		}
 		return Summary{}, fmt.Errorf("store summary: %w", err)
 	}

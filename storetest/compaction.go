@@ -52,6 +52,7 @@ func CompactionSuite(t *testing.T, open func(t *testing.T) CompactionBackend) {
 		{"SessionMessages", testCompactSession},
 		{"Retention", testCompactRetention},
 		{"ConcurrentCompactionsOneWins", testCompactConcurrent},
+		{"RetriedRangeReturnsIt", testCompactRetried},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -723,5 +724,51 @@ func testCompactConcurrent(t *testing.T, f *cfx) {
 	}
 	if len(chain) != len(all) || len(all) != won {
 		t.Fatalf("%d won, %d stored, %d usable", won, len(all), len(chain))
+	}
+}
+
+// testCompactRetried: a request for a range the chain already ends at (a
+// retry, or the same request from several clients at once) returns the
+// summary of that range, created once, instead of refusing the range.
+func testCompactRetried(t *testing.T, f *cfx) {
+	r := f.newRun(refundPayloads...)
+	owner := compact.RunOwner(r.RunID)
+	const n = 8
+	var wg sync.WaitGroup
+	sums := make([]compact.Summary, n)
+	created := make([]bool, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			sums[i], created[i], errs[i] = f.sum.Compact(t.Context(), f.tenant, owner, compact.CompactRequest{ToSeq: 3})
+		})
+	}
+	wg.Wait()
+	made := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("request %d for the range the others asked: %v", i, errs[i])
+		}
+		if sums[i].SummaryID != sums[0].SummaryID || sums[i].Covers != (compact.Range{FromSeq: 1, ToSeq: 3}) {
+			t.Fatalf("request %d got %s over %s, request 0 %s", i, sums[i].SummaryID, sums[i].Covers, sums[0].SummaryID)
+		}
+		if created[i] {
+			made++
+		}
+	}
+	if made != 1 {
+		t.Fatalf("%d requests say they made the summary", made)
+	}
+	again, c, err := f.sum.Compact(t.Context(), f.tenant, owner, compact.CompactRequest{ToSeq: 3})
+	if err != nil || c || again.SummaryID != sums[0].SummaryID {
+		t.Fatalf("the range asked again: %s created %v, %v", again.SummaryID, c, err)
+	}
+	// A range past the chain's end is a new summary, as before.
+	next, c, err := f.sum.Compact(t.Context(), f.tenant, owner, compact.CompactRequest{ToSeq: 4})
+	if err != nil || !c || next.Covers != (compact.Range{FromSeq: 4, ToSeq: 4}) {
+		t.Fatalf("the next range: %s created %v, %v", next.Covers, c, err)
+	}
+	if _, _, err := f.sum.Compact(t.Context(), f.tenant, owner, compact.CompactRequest{ToSeq: 2}); !errors.Is(err, compact.ErrRange) {
+		t.Fatalf("a to_seq inside the chain: %v, want ErrRange", err)
 	}
 }
