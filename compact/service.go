@@ -517,8 +517,16 @@ func (s *Service) Verify(ctx context.Context, tenantID, summaryID string) (Verif
 	if err != nil {
 		return Verification{}, err
 	}
+	return s.verify(ctx, sum, nil)
+}
+
+// verify is Verify of a summary already read. live, when not nil, is the
+// owner's live summaries (as live returns them) read in the same request:
+// checking a whole chain then reads them once, not once per summary.
+func (s *Service) verify(ctx context.Context, sum Summary, live []Summary) (Verification, error) {
+	tenantID := sum.TenantID
 	v := Verification{SummaryID: sum.SummaryID, Status: sum.Status, Checked: Checked{Covers: sum.Covers, Overlaps: []string{}, ItemsExpected: max(sum.Covers.Len(), 0)}}
-	reason, err := s.check(ctx, sum, &v.Checked)
+	reason, err := s.check(ctx, sum, &v.Checked, live)
 	if err != nil {
 		return Verification{}, err
 	}
@@ -542,9 +550,20 @@ func (s *Service) Verify(ctx context.Context, tenantID, summaryID string) (Verif
 	return v, nil
 }
 
+// previous returns the summary sum continues, from live when it is there
+// (a superseded one is not: it is read from the store).
+func (s *Service) previous(ctx context.Context, sum Summary, live []Summary) (Summary, error) {
+	for _, x := range live {
+		if x.SummaryID == sum.Previous {
+			return x, nil
+		}
+	}
+	return s.store.Get(ctx, sum.TenantID, sum.Previous)
+}
+
 // check returns why sum fails ("" when it passes); an error is a failure
 // to check (a store that does not answer), not a failed check.
-func (s *Service) check(ctx context.Context, sum Summary, c *Checked) (string, error) {
+func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Summary) (string, error) {
 	rg := sum.Covers
 	if rg.FromSeq < 1 || rg.ToSeq < rg.FromSeq {
 		return fmt.Sprintf("the range %s is not a range of seqs", rg), nil
@@ -565,7 +584,7 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked) (string, e
 	// of the log lies before the range (it would be covered by nothing).
 	if sum.Previous != "" {
 		c.Previous = sum.Previous
-		p, err := s.store.Get(ctx, sum.TenantID, sum.Previous)
+		p, err := s.previous(ctx, sum, live)
 		if errors.Is(err, ErrNotFound) {
 			return fmt.Sprintf("the previous summary %s is gone", sum.Previous), nil
 		} else if err != nil {
@@ -583,9 +602,10 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked) (string, e
 	} else if first != 0 && first < rg.FromSeq {
 		return fmt.Sprintf("gap: the chain starts at seq %d but the log holds seq %d before it", rg.FromSeq, first), nil
 	}
-	live, err := s.live(ctx, sum.TenantID, sum.Owner)
-	if err != nil {
-		return "", err
+	if live == nil {
+		if live, err = s.live(ctx, sum.TenantID, sum.Owner); err != nil {
+			return "", err
+		}
 	}
 	var next *Summary
 	for i, o := range live {
@@ -718,17 +738,23 @@ func (s *Service) RebuildOwner(ctx context.Context, tenantID string, owner Owner
 // (the entries between the log's start and it stay raw). It checks
 // contiguity only; Usable also verifies each one.
 func (s *Service) Chain(ctx context.Context, tenantID string, owner Owner) ([]Summary, error) {
+	out, _, err := s.chain(ctx, tenantID, owner)
+	return out, err
+}
+
+// chain is Chain, with the live summaries it was cut from.
+func (s *Service) chain(ctx context.Context, tenantID string, owner Owner) ([]Summary, []Summary, error) {
 	src, err := s.source(owner)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	first, _, err := src.Bounds(ctx, tenantID, owner)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	live, err := s.live(ctx, tenantID, owner)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []Summary
 	want := max(first, 1)
@@ -749,7 +775,7 @@ func (s *Service) Chain(ctx context.Context, tenantID string, owner Owner) ([]Su
 		out = append(out, x)
 		want = x.Covers.ToSeq + 1
 	}
-	return out, nil
+	return out, live, nil
 }
 
 // Usable is Chain with every summary verified (Verify: its entries are
@@ -757,12 +783,12 @@ func (s *Service) Chain(ctx context.Context, tenantID string, owner Owner) ([]Su
 // stale. What it returns may be shown to a model in place of the raw
 // entries of their ranges; the entries after the last one are raw.
 func (s *Service) Usable(ctx context.Context, tenantID string, owner Owner) ([]Summary, error) {
-	chain, err := s.Chain(ctx, tenantID, owner)
+	chain, live, err := s.chain(ctx, tenantID, owner)
 	if err != nil {
 		return nil, err
 	}
 	for i, x := range chain {
-		v, err := s.Verify(ctx, tenantID, x.SummaryID)
+		v, err := s.verify(ctx, x, live)
 		if err != nil {
 			return nil, err
 		}

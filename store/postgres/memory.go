@@ -418,6 +418,16 @@ func (a *args) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
+// knownStatus reports whether st is one of the claim statuses, which a
+// list may then write as a literal.
+func knownStatus(st memory.Status) bool {
+	switch st {
+	case memory.StatusCurrent, memory.StatusSuperseded, memory.StatusInvalidated, memory.StatusHeld, memory.StatusRejected:
+		return true
+	}
+	return false
+}
+
 // List implements memory.Store.
 func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, error) {
 	if q.TenantID == "" || q.SubjectID == "" {
@@ -432,10 +442,10 @@ func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, err
 	if q.Key != "" {
 		w.WriteString(` AND key = ` + a.add(q.Key))
 	}
-	if len(q.Statuses) == 1 && q.Statuses[0] == memory.StatusCurrent {
-		// A literal, so the unique index of current claims serves a key's
-		// read whatever plan the statement cache settles on.
-		w.WriteString(` AND status = 'current'`)
+	if len(q.Statuses) == 1 && knownStatus(q.Statuses[0]) {
+		// A literal, so the partial indexes (current claims, held claims)
+		// serve the read whatever plan the statement cache settles on.
+		w.WriteString(` AND status = '` + string(q.Statuses[0]) + `'`)
 	} else if len(q.Statuses) > 0 {
 		st := make([]string, len(q.Statuses))
 		for i, s := range q.Statuses {
