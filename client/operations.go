@@ -19,9 +19,10 @@ type ResumeResult struct {
 }
 
 // ResumeRun verifies a run and takes its lease for owner. A refusal is an
-// *Error of kind resume-refused whose Detail names the failed check; the
-// run is then suspended with that reason. expectedRevision 0 skips the
-// revision check.
+// *Error of kind resume-refused (errors.Is resume.ErrRefused) whose Detail
+// names the failed check; the run is left as it was (this call does not
+// ask the server to suspend it). expectedRevision 0 skips the revision
+// check.
 func (c *Client) ResumeRun(ctx context.Context, runID, owner string, ttl time.Duration, expectedRevision int64) (ResumeResult, error) {
 	var res ResumeResult
 	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(runID, "resume"), body: map[string]any{

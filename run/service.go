@@ -129,8 +129,10 @@ func (s *Service) CreateLeased(ctx context.Context, tenantID string, req CreateR
 	if err := ValidID("lease owner", owner); err != nil {
 		return Run{}, Lease{}, false, err
 	}
-	if ttl <= 0 {
-		return Run{}, Lease{}, false, invalid("lease ttl must be positive")
+	if ttl < MinLeaseTTL || ttl > MaxLeaseTTL {
+		// As AcquireLease: a lease it could not renew is refused before
+		// the run is created (a worker's heartbeat renews it at ttl/3).
+		return Run{}, Lease{}, false, invalid("lease ttl must be between %s and %s", MinLeaseTTL, MaxLeaseTTL)
 	}
 	r, created, err := s.create(ctx, tenantID, req, idempotencyKey, owner, ttl)
 	if err != nil || !created {

@@ -252,7 +252,9 @@ func (e *Engine) Resume(ctx context.Context, runID string) (resume.Result, error
 // Drive takes a run and executes its steps until it completes, fails or is
 // suspended, or ctx ends. A fresh run is simply leased; any other is resumed
 // through verification first. It returns the run as last committed. A run
-// another worker finished meanwhile is returned without error.
+// another worker finished meanwhile is returned without error. A run of a
+// workflow version this code cannot continue (neither Version nor listed in
+// Compatible) is left as it is, with ErrIncompatibleVersion.
 func (e *Engine) Drive(ctx context.Context, runID string) (run.Run, error) {
 	return e.finished(ctx, runID)(e.drive(ctx, runID, nil))
 }
@@ -297,6 +299,12 @@ func (e *Engine) drive(ctx context.Context, runID string, known *run.Run) (run.R
 	w, ok := e.flow(r.WorkflowName)
 	if !ok {
 		return r, fmt.Errorf("drive run %s: %w: %s", runID, ErrUnknownWorkflow, r.WorkflowName)
+	}
+	// A run of a version this code cannot continue is another worker's (a
+	// rolling deploy runs both): neither executed here with these steps,
+	// nor suspended by a refused resume that no worker would take up again.
+	if _, err := e.knows(r.WorkflowName, r.WorkflowVersion); err != nil {
+		return r, fmt.Errorf("drive run %s: %w: %v", runID, ErrIncompatibleVersion, err)
 	}
 	if cur, ok := e.runs.Registry().Current(r.WorkflowName); r.StateRevision == 1 && r.Status == run.StatusRunning && (!ok || cur == r.StateSchemaVersion) {
 		// Nothing was ever committed and no migration is due: nothing to

@@ -21,7 +21,8 @@ import (
 // or suspended on something that has since been settled (an approval decided
 // or expired, an operation resolved by hand), and drives them with
 // Concurrency workers. Several processes may serve one store: leases decide
-// who drives a run.
+// who drives a run. A run of a version of its workflow that this code
+// cannot continue is left to a worker that runs that version.
 //
 // A poll costs what the due runs cost, not what the store holds: the
 // store lists running runs without a live lease and suspended runs that a
@@ -82,7 +83,8 @@ func (e *Engine) Serve(ctx context.Context) error {
 // isRoutine tells errors that are part of normal contention between workers.
 func isRoutine(err error) bool {
 	return errors.Is(err, run.ErrLeaseHeld) || errors.Is(err, run.ErrLeaseLost) ||
-		errors.Is(err, run.ErrRevisionConflict) || errors.Is(err, resume.ErrRefused)
+		errors.Is(err, run.ErrRevisionConflict) || errors.Is(err, resume.ErrRefused) ||
+		errors.Is(err, ErrIncompatibleVersion)
 }
 
 // dueRun is a run to drive, with the wake-ups that made it due (none for a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/mementohq/memento/run"
@@ -13,8 +14,14 @@ import (
 )
 
 // StepContext is what a step sees: the run's state, the ledger and the
-// approvals, and the controls that decide where the run goes next.
+// approvals, and the controls that decide where the run goes next. Its
+// methods may be called from several goroutines of the step (tool calls
+// made in parallel), until the step returns.
 type StepContext struct {
+	// mu guards what the step's methods change: state, ctl, the controls,
+	// spend, ops and suspend. It is never held across a call to the store
+	// or to a tool.
+	mu      sync.Mutex
 	e       *Engine
 	run     run.Run
 	step    string
@@ -45,7 +52,9 @@ func (sc *StepContext) Attempt() int { return sc.attempt }
 
 // Get decodes the state field key into v; found is false if it is absent.
 func (sc *StepContext) Get(key string, v any) (found bool, err error) {
+	sc.mu.Lock()
 	raw, ok := sc.state[key]
+	sc.mu.Unlock()
 	if !ok {
 		return false, nil
 	}
@@ -64,27 +73,45 @@ func (sc *StepContext) Set(key string, v any) error {
 	if err != nil {
 		return fmt.Errorf("state field %s: %w", key, err)
 	}
+	sc.mu.Lock()
 	sc.state[key] = b
+	sc.mu.Unlock()
 	return nil
 }
 
 // Goto names the step that runs after this one.
-func (sc *StepContext) Goto(step string) { sc.next, sc.nextSet = step, true }
+func (sc *StepContext) Goto(step string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.next, sc.nextSet = step, true
+}
 
 // Complete ends the run successfully once this step commits.
-func (sc *StepContext) Complete() { sc.complete = true }
+func (sc *StepContext) Complete() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.complete = true
+}
 
 // FailRun ends the run as failed once this step commits.
-func (sc *StepContext) FailRun(reason string) { sc.failRun = reason }
+func (sc *StepContext) FailRun(reason string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.failRun = reason
+}
 
 // Spend records model tokens and cost (millionths of a currency unit) used by this step.
 func (sc *StepContext) Spend(tokens, costMicros int64) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
 	sc.spend.Tokens += tokens
 	sc.spend.CostMicros += costMicros
 }
 
 // AddArtifact records a large payload kept outside the state; resume checks its digest.
 func (sc *StepContext) AddArtifact(uri, digest string) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
 	for i, a := range sc.ctl.Artifacts {
 		if a.URI == uri {
 			sc.ctl.Artifacts[i].Digest = digest
@@ -95,8 +122,11 @@ func (sc *StepContext) AddArtifact(uri, digest string) {
 }
 
 func (sc *StepContext) suspendWith(reason string, w *control.Wait) error {
-	sc.suspend = &suspension{reason: reason, wait: w}
-	return sc.suspend
+	s := &suspension{reason: reason, wait: w}
+	sc.mu.Lock()
+	sc.suspend = s
+	sc.mu.Unlock()
+	return s
 }
 
 // Approve asks for an approval of spec.Request and returns it once approved.
@@ -119,7 +149,9 @@ func (sc *StepContext) Approve(ctx context.Context, spec ApprovalSpec) (toolop.A
 	a, err := ops.ValidApproval(ctx, tn, id, sc.step, digest)
 	switch {
 	case err == nil:
+		sc.mu.Lock()
 		sc.ctl.SetGuard(control.ApprovalGuard{StepID: sc.step, RequestDigest: digest})
+		sc.mu.Unlock()
 		return a, nil
 	case errors.Is(err, toolop.ErrApprovalRejected) && a.RequestDigest == digest:
 		return a, fmt.Errorf("%w: %s by %s: %s", ErrRejected, a.ApprovalID, a.DecidedBy, a.Reason)
@@ -154,6 +186,12 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 	if !ok {
 		return toolop.Operation{}, fmt.Errorf("call %s: tool not registered", call.Tool)
 	}
+	if call.Send == nil {
+		// Refused before the ledger hears of it: a nil Send would panic
+		// after the operation was marked started, leaving an operation that
+		// was never sent in doubt, for an operator to resolve.
+		return toolop.Operation{}, fmt.Errorf("call %s: %w: Send is nil", call.Tool, run.ErrInvalidInput)
+	}
 	digest, err := toolop.RequestDigest(call.Request)
 	if err != nil {
 		return toolop.Operation{}, fmt.Errorf("call %s: request: %w", call.Tool, err)
@@ -166,6 +204,7 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 	if err != nil {
 		return op, fmt.Errorf("call %s: %w", call.Tool, err)
 	}
+	sc.mu.Lock()
 	sc.addOp(op.OperationID)
 	if sc.ctl.Tools == nil {
 		sc.ctl.Tools = map[string]string{}
@@ -177,6 +216,7 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 			sc.ctl.SetGuard(g)
 		}
 	}
+	sc.mu.Unlock()
 	sends := 0
 	for {
 		switch op.Status {
@@ -297,6 +337,7 @@ func (sc *StepContext) decideByPolicy(ctx context.Context, a toolop.Approval) (b
 	return true, nil
 }
 
+// addOp records id among the step's operations; sc.mu is held.
 func (sc *StepContext) addOp(id string) {
 	for _, o := range sc.ops {
 		if o == id {

@@ -18,6 +18,11 @@ var (
 	ErrRejected        = errors.New("approval rejected")
 	ErrOperationFailed = errors.New("operation failed")
 	ErrReservedKey     = errors.New("state key is reserved")
+	// ErrIncompatibleVersion: the run was started by a version of its
+	// workflow that this engine's code neither is nor lists as Compatible.
+	// Drive leaves such a run as it is (running, or suspended), for a
+	// worker that runs its version; Serve passes over it.
+	ErrIncompatibleVersion = errors.New("workflow version not served here")
 )
 
 // Step is one named unit of a workflow. Its effects on the state are
