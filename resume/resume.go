@@ -298,29 +298,27 @@ func (v *Verifier) check(ctx context.Context, req Request, dry bool) (Result, er
 	add(CheckEvents, Passed, "%s", verified)
 	verifiedSeq := r.StateRevision
 
-	// 5. Operations in doubt are reconciled before anything else happens.
-	ops, err := v.Ops.List(ctx, req.TenantID, req.RunID)
+	// 5. Operations in doubt are reconciled before anything else happens
+	// (read by an index: the run's settled operations are not read).
+	ops, err := v.Ops.InDoubt(ctx, req.TenantID, req.RunID)
 	if err != nil {
 		return res, v.abandon(ctx, req, l, err)
 	}
 	opByID := map[string]toolop.Operation{}
 	var settled []string
 	for _, op := range ops {
-		if op.Status.InDoubt() {
-			rec, err := v.Ops.Reconcile(ctx, req.TenantID, op.OperationID)
-			if err != nil {
-				return res, v.abandon(ctx, req, l, err)
-			}
-			if rec.Answer == toolop.NotAuthoritative {
-				return refuse(CheckOperations, "operation %s (%s) is unknown: %s; resolve it by hand", op.OperationID, op.ToolName, rec.Detail)
-			}
-			op = rec.Operation
-			settled = append(settled, fmt.Sprintf("%s %s", op.OperationID, rec.Answer))
+		rec, err := v.Ops.Reconcile(ctx, req.TenantID, op.OperationID)
+		if err != nil {
+			return res, v.abandon(ctx, req, l, err)
 		}
-		opByID[op.OperationID] = op
+		if rec.Answer == toolop.NotAuthoritative {
+			return refuse(CheckOperations, "operation %s (%s) is unknown: %s; resolve it by hand", op.OperationID, op.ToolName, rec.Detail)
+		}
+		opByID[op.OperationID] = rec.Operation
+		settled = append(settled, fmt.Sprintf("%s %s", op.OperationID, rec.Answer))
 	}
 	if len(settled) == 0 {
-		add(CheckOperations, Passed, "%d operations, none in doubt", len(ops))
+		add(CheckOperations, Passed, "no operation in doubt")
 	} else {
 		add(CheckOperations, Passed, "reconciled: %s", strings.Join(settled, ", "))
 	}
@@ -328,7 +326,16 @@ func (v *Verifier) check(ctx context.Context, req Request, dry bool) (Result, er
 	// 6. Approvals still valid for the same request digest, unless spent.
 	checked := 0
 	for _, g := range ctl.Approvals {
-		if op, ok := opByID[g.OperationID]; ok && op.Status.Final() {
+		op, ok := opByID[g.OperationID]
+		if !ok && g.OperationID != "" {
+			// Not in doubt: read the guarded operation itself.
+			if got, err := v.Ops.Get(ctx, req.TenantID, g.OperationID); err == nil {
+				op, ok = got, true
+			} else if !errors.Is(err, toolop.ErrNotFound) {
+				return res, v.abandon(ctx, req, l, err)
+			}
+		}
+		if ok && op.Status.Final() {
 			continue
 		}
 		if _, err := v.Ops.ValidApproval(ctx, req.TenantID, req.RunID, g.StepID, g.RequestDigest); err != nil {

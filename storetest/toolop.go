@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +35,75 @@ func ToolopStoreSuite(t *testing.T, newStore func(t *testing.T) toolop.Store) {
 	t.Run("ConcurrentDecide", func(t *testing.T) { testConcurrentDecide(t, newStore(t)) })
 	t.Run("RetentionWithRun", func(t *testing.T) { testToolopRetention(t, newStore(t)) })
 	t.Run("ListPages", func(t *testing.T) { testToolopPages(t, newStore(t)) })
+	t.Run("ListFilters", func(t *testing.T) { testToolopFilters(t, newStore(t)) })
+}
+
+// testToolopFilters: a page kept to one step's approvals or to the
+// operations in doubt holds exactly those, in creation order, of that run
+// and tenant only (what the approval checks and a resume read).
+func testToolopFilters(t *testing.T, st toolop.Store) {
+	ctx := context.Background()
+	svc := toolop.NewService(st, nil)
+	tn := tenant()
+	var inDoubt []string
+	for i := range 6 {
+		op := prepare(t, svc, tn, "run-f", fmt.Sprintf("k%d", i))
+		if i%2 == 1 {
+			if _, err := svc.Start(ctx, tn, op.OperationID); err != nil {
+				t.Fatal(err)
+			}
+			inDoubt = append(inDoubt, op.OperationID)
+		}
+	}
+	started := prepare(t, svc, tn, "run-g", "k9") // another run's, in doubt
+	if _, err := svc.Start(ctx, tn, started.OperationID); err != nil {
+		t.Fatal(err)
+	}
+	var wantStep []string
+	for i := range 6 {
+		step := "s-" + strconv.Itoa(i%3)
+		a, _, err := svc.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: "run-f", StepID: step, RequestDigest: fmt.Sprintf("sha256:%d", i), TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if step == "s-1" {
+			wantStep = append(wantStep, a.ApprovalID)
+		}
+	}
+	ops, err := st.ListOperations(ctx, tn, "run-f", toolop.Page{InDoubt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, op := range ops {
+		got = append(got, op.OperationID)
+	}
+	if !slices.Equal(got, inDoubt) {
+		t.Fatalf("operations in doubt %v, want %v", got, inDoubt)
+	}
+	if ops, err := st.ListOperations(ctx, tenant(), "run-f", toolop.Page{InDoubt: true}); err != nil || len(ops) != 0 {
+		t.Fatalf("another tenant's operations in doubt: %d (%v)", len(ops), err)
+	}
+	aps, err := st.ListApprovals(ctx, tn, "run-f", toolop.Page{StepID: "s-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, a := range aps {
+		got = append(got, a.ApprovalID)
+	}
+	if !slices.Equal(got, wantStep) {
+		t.Fatalf("approvals of step s-1 %v, want %v", got, wantStep)
+	}
+	// The filter holds with paging too.
+	first, err := st.ListApprovals(ctx, tn, "run-f", toolop.Page{StepID: "s-1", Limit: 1})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("first page: %d (%v)", len(first), err)
+	}
+	rest, err := st.ListApprovals(ctx, tn, "run-f", toolop.Page{StepID: "s-1", AfterCreatedAt: first[0].CreatedAt, AfterID: first[0].ApprovalID})
+	if err != nil || len(rest) != len(wantStep)-1 || (len(rest) > 0 && rest[0].ApprovalID != wantStep[1]) {
+		t.Fatalf("after the first page: %d (%v)", len(rest), err)
+	}
 }
 
 // testToolopPages pages through a run's operations and approvals with

@@ -6,11 +6,15 @@ import (
 )
 
 // Page is a keyset page of a run's operations or approvals: the items after
-// (AfterCreatedAt, AfterID) in (created_at, id) order, at most Limit (0: all).
+// (AfterCreatedAt, AfterID) in (created_at, id) order, at most Limit (0: all),
+// kept to one step's (StepID) or, of operations, to those in doubt (InDoubt):
+// the checks that need only those read only those, whatever the run holds.
 type Page struct {
 	AfterCreatedAt time.Time
 	AfterID        string
 	Limit          int
+	StepID         string
+	InDoubt        bool
 }
 
 // Store persists the operation ledger and approvals. Every method is scoped by

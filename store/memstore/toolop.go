@@ -80,7 +80,8 @@ func (s *Store) ListOperations(ctx context.Context, tenantID, runID string, p to
 	s.mu.Lock()
 	var out []toolop.Operation
 	for k, op := range s.ops {
-		if k.tenant == tenantID && op.RunID == runID && afterPage(p, op.CreatedAt, op.OperationID) {
+		if k.tenant == tenantID && op.RunID == runID && (p.StepID == "" || op.StepID == p.StepID) && (!p.InDoubt || op.Status.InDoubt()) &&
+			afterPage(p, op.CreatedAt, op.OperationID) {
 			out = append(out, cloneOp(op))
 		}
 	}
@@ -179,7 +180,7 @@ func (s *Store) ListApprovals(ctx context.Context, tenantID, runID string, p too
 	s.mu.Lock()
 	var out []toolop.Approval
 	for k, a := range s.approvals {
-		if k.tenant == tenantID && a.RunID == runID && afterPage(p, a.CreatedAt, a.ApprovalID) {
+		if k.tenant == tenantID && a.RunID == runID && (p.StepID == "" || a.StepID == p.StepID) && !p.InDoubt && afterPage(p, a.CreatedAt, a.ApprovalID) {
 			out = append(out, cloneApproval(a))
 		}
 	}

@@ -146,9 +146,17 @@ func list[T any](ctx context.Context, s Store, q string, args []any, scan func(R
 func (s Store) pageWhere(id, tenantID, runID string, p toolop.Page) (string, []any) {
 	args := []any{tenantID, runID}
 	where := ""
+	if p.StepID != "" {
+		args = append(args, p.StepID)
+		where += ` AND step_id = ?`
+	}
+	if p.InDoubt {
+		// As written in the partial index of operations in doubt.
+		where += ` AND status IN ('started', 'unknown')`
+	}
 	if p.AfterID != "" {
 		args = append(args, s.d.TimeArg(p.AfterCreatedAt), p.AfterID)
-		where = ` AND (created_at, ` + id + `) > (?, ?)`
+		where += ` AND (created_at, ` + id + `) > (?, ?)`
 	}
 	where += ` ORDER BY created_at, ` + id
 	if p.Limit > 0 {
