@@ -128,7 +128,11 @@ type Call struct {
 	// Request is the request; its canonical digest binds the operation.
 	Request any
 	// RequireApproval names the step whose approval must be valid for this
-	// request digest before anything is sent ("" for none).
+	// request digest before anything is sent ("" for none). An approval
+	// approves a request (its digest), not one operation: while it is in
+	// force, every call of that step's request under it is sent, whatever
+	// its Key. When one approval must cover one operation only, put what
+	// tells the operations apart (an order id, the Key) in the request.
 	RequireApproval string
 	// Send performs the request with the idempotency key.
 	Send func(ctx context.Context, idempotencyKey string) (Reply, error)
