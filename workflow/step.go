@@ -108,6 +108,16 @@ func (sc *StepContext) Spend(tokens, costMicros int64) {
 	sc.spend.CostMicros += costMicros
 }
 
+// Remaining is what the run's budget leaves before this step, less what
+// the step has recorded with Spend so far: each limited dimension, -1
+// where unlimited. The budget is checked between steps; a step that may
+// spend much (a model call in a loop) reads this to stay within it.
+func (sc *StepContext) Remaining() control.Spend {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.ctl.Budget.Remaining(sc.ctl.Spent.Add(sc.spend))
+}
+
 // AddArtifact records a large payload kept outside the state; resume checks its digest.
 func (sc *StepContext) AddArtifact(uri, digest string) {
 	sc.mu.Lock()

@@ -569,6 +569,37 @@ func TestBudgetExhaustion(t *testing.T) {
 	})
 }
 
+// TestStepSeesRemainingBudget: a step reads what the budget leaves, less
+// what earlier steps and itself have spent, and nothing for an unlimited
+// dimension.
+func TestStepSeesRemainingBudget(t *testing.T) {
+	e, p := memEnv(t), newProvider()
+	var seen []control.Spend
+	step := func(name string) workflow.Step {
+		return workflow.Step{Name: name, Run: func(ctx context.Context, sc *workflow.StepContext) error {
+			before := sc.Remaining()
+			sc.Spend(300, 0)
+			seen = append(seen, before, sc.Remaining())
+			return nil
+		}}
+	}
+	w := workflow.Workflow{Name: "rem", Version: "1", Budget: control.Budget{MaxTokens: 1000}, Steps: []workflow.Step{step("a"), step("b")}}
+	eng := newEngine(t, e, p, workflow.Options{}, w)
+	r, err := eng.Execute(context.Background(), "rem", "run-rem", nil)
+	if err != nil || r.Status != run.StatusCompleted {
+		t.Fatalf("execute: %s %v", r.Status, err)
+	}
+	want := []int64{1000, 700, 700, 400}
+	if len(seen) != len(want) {
+		t.Fatalf("seen %+v", seen)
+	}
+	for i, s := range seen {
+		if s.Tokens != want[i] || s.CostMicros != -1 {
+			t.Fatalf("remaining %d = %+v, want tokens %d and unlimited cost", i, s, want[i])
+		}
+	}
+}
+
 // TestRefusedResultIsAFailedAttempt: a step that returns nil with a result
 // the store refuses (a state over the size limit, a step that does not
 // exist) has failed: its attempts count, the run fails after MaxAttempts
