@@ -313,14 +313,17 @@ func TestCommitOldEpoch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		old, err := e.c.AcquireLease(ctx, r.RunID, "worker-old", 100*time.Millisecond)
+		// A lease long enough that the next request comes within it on a
+		// loaded machine (100 ms was not, under -race in CI).
+		const ttl = time.Second
+		old, err := e.c.AcquireLease(ctx, r.RunID, "worker-old", ttl)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.c.AcquireLease(ctx, r.RunID, "worker-new", time.Minute); !errors.Is(err, run.ErrLeaseHeld) || client.StatusOf(err) != 409 {
 			t.Fatalf("lease while held: %v", err)
 		}
-		time.Sleep(250 * time.Millisecond) // real lease expiry
+		time.Sleep(time.Until(old.ExpiresAt) + 50*time.Millisecond) // real lease expiry
 		cur, err := e.c.AcquireLease(ctx, r.RunID, "worker-new", time.Minute)
 		if err != nil || cur.Epoch != old.Epoch+1 {
 			t.Fatalf("takeover: %+v %v", cur, err)
