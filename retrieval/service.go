@@ -204,6 +204,15 @@ func (s *Service) put(ctx context.Context, tenantID string, r PutRequest, acl []
 	d := Document{TenantID: tenantID, DocumentID: r.DocumentID, SourceURI: r.SourceURI, SourceVersion: r.SourceVersion,
 		Content: r.Content, Metadata: meta, ACL: acl, Version: 1, UpdatedAt: now, IndexedAt: now}
 	p := PutParams{}
+	if !exists {
+		// Put again after a delete, it goes on from the deleted version:
+		// a version (and a chunk id) names one content only.
+		last, err := s.store.DeletedVersion(ctx, tenantID, r.DocumentID)
+		if err != nil {
+			return Document{}, false, err
+		}
+		d.Version = last + 1
+	}
 	if exists {
 		d.Version = old.Version + 1
 		p.ExpectedVersion = old.Version

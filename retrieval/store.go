@@ -33,6 +33,12 @@ type Store interface {
 	// returns ErrNotFound when there is no such document.
 	DeleteDocument(ctx context.Context, tenantID, documentID string, ev Invalidation) (Invalidation, error)
 
+	// DeletedVersion is the version a document had when it was last
+	// deleted (0: never deleted), from the invalidation log: a document put
+	// again under its id goes on from it, so its versions and chunk ids
+	// never name two contents.
+	DeletedVersion(ctx context.Context, tenantID, documentID string) (int64, error)
+
 	// SetMember adds (member true) or removes principal from group and,
 	// when that changed anything, records ev and moves the index version.
 	// It reports whether membership changed.

@@ -329,6 +329,23 @@ func testRetDelete(t *testing.T, s retrieval.Store, m retMode) {
 	if evs := f.invalidations(); len(evs) != 2 || evs[1].Kind != retrieval.DocumentDeleted {
 		t.Fatalf("invalidations: %+v", evs)
 	}
+	// Put again under its id, it goes on from the deleted version: the old
+	// snapshot's chunk ids name the old texts only.
+	d, created := f.put("gone", longText("a new document", 30), "tenant")
+	if !created || d.Version != 3 {
+		t.Fatalf("put again after delete: created %v, version %d, want 3", created, d.Version)
+	}
+	fresh := f.retrieve("user:z", "new document", 10)
+	for _, h := range fresh.Hits {
+		for _, o := range old.Hits {
+			if h.ChunkID == o.ChunkID {
+				t.Fatalf("chunk id %s names a deleted text and a new one", h.ChunkID)
+			}
+		}
+	}
+	if v, err := s.DeletedVersion(t.Context(), f.tenant, "never"); err != nil || v != 0 {
+		t.Fatalf("deleted version of a document never deleted: %d %v", v, err)
+	}
 }
 
 func testRetTTL(t *testing.T, s retrieval.Store, m retMode) {

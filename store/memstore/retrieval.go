@@ -171,6 +171,19 @@ func (r *Retrieval) DeleteDocument(_ context.Context, tenantID, documentID strin
 	return ev, nil
 }
 
+// DeletedVersion implements retrieval.Store.
+func (r *Retrieval) DeletedVersion(_ context.Context, tenantID, documentID string) (int64, error) {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	var v int64
+	for _, ev := range r.st().invs[tenantID] {
+		if ev.Kind == retrieval.DocumentDeleted && ev.DocumentID == documentID {
+			v = max(v, ev.OldVersion)
+		}
+	}
+	return v, nil
+}
+
 // SetMember implements retrieval.Store.
 func (r *Retrieval) SetMember(_ context.Context, tenantID, group, principal string, member bool, ev retrieval.Invalidation) (bool, error) {
 	r.s.mu.Lock()

@@ -192,6 +192,17 @@ func (r Retrieval) GetDocument(ctx context.Context, tenantID, documentID string)
 	return d, nil
 }
 
+// DeletedVersion implements retrieval.Store.
+func (r Retrieval) DeletedVersion(ctx context.Context, tenantID, documentID string) (int64, error) {
+	var v int64
+	err := r.db.pool.QueryRow(ctx, `SELECT coalesce(max(old_version), 0) FROM retrieval_invalidations
+		WHERE tenant_id = $1 AND document_id = $2 AND kind = 'document_deleted'`, tenantID, documentID).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("deleted version of document %s: %w", documentID, err)
+	}
+	return v, nil
+}
+
 // DeleteDocument implements retrieval.Store.
 func (r Retrieval) DeleteDocument(ctx context.Context, tenantID, documentID string, ev retrieval.Invalidation) (retrieval.Invalidation, error) {
 	err := r.retTx(ctx, tenantID, func(tx pgx.Tx, v int64) error {
