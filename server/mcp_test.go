@@ -22,6 +22,12 @@ import (
 // mcpServer serves eng's API with the MCP endpoint and the given keys.
 func mcpServer(t *testing.T, eng *memento.Engine, keys string) *httptest.Server {
 	t.Helper()
+	return mcpServerWith(t, eng, keys, false)
+}
+
+// mcpServerWith is mcpServer, with /mcp stateless or not.
+func mcpServerWith(t *testing.T, eng *memento.Engine, keys string, stateless bool) *httptest.Server {
+	t.Helper()
 	ks := server.NewKeySet()
 	if err := server.ParseAPIKeys(ks, keys); err != nil {
 		t.Fatal(err)
@@ -29,7 +35,7 @@ func mcpServer(t *testing.T, eng *memento.Engine, keys string) *httptest.Server 
 	m := mcp.New(mcp.Services{Runs: eng.Runs, Sessions: eng.Sessions, Memory: eng.Memory, Context: eng.Context, Retrieval: eng.Retrieval},
 		mcp.Options{Classify: server.ClassifyError})
 	srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory,
-		Context: eng.Context, Retrieval: eng.Retrieval, Keys: ks, MCP: m, Logger: slog.New(slog.DiscardHandler)})
+		Context: eng.Context, Retrieval: eng.Retrieval, Keys: ks, MCP: m, MCPStateless: stateless, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,16 +370,7 @@ func (rt *roundRobinRT) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPStatelessAcrossInstances(t *testing.T) {
 	eng := openEngine(t, "sqlite", memento.Config{})
 	serve := func(stateless bool) string {
-		m := mcp.New(mcp.Services{Runs: eng.Runs, Sessions: eng.Sessions, Memory: eng.Memory, Context: eng.Context, Retrieval: eng.Retrieval},
-			mcp.Options{Classify: server.ClassifyError})
-		srv, err := server.New(server.Options{Runs: eng.Runs, Ops: eng.Ops, Sessions: eng.Sessions, Vault: eng.Vault, Memory: eng.Memory,
-			Context: eng.Context, Retrieval: eng.Retrieval, MCP: m, MCPStateless: stateless, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs := httptest.NewServer(srv)
-		t.Cleanup(hs.Close)
-		return strings.TrimPrefix(hs.URL, "http://")
+		return strings.TrimPrefix(mcpServerWith(t, eng, "", stateless).URL, "http://")
 	}
 	connect := func(stateless bool) (*gomcp.ClientSession, error) {
 		rt := &roundRobinRT{hosts: []string{serve(stateless), serve(stateless)}}
