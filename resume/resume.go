@@ -329,7 +329,7 @@ func (v *Verifier) check(ctx context.Context, req Request, dry bool) (Result, er
 		op, ok := opByID[g.OperationID]
 		if !ok && g.OperationID != "" {
 			// Not in doubt: read the guarded operation itself.
-			if got, err := v.Ops.Get(ctx, req.TenantID, g.OperationID); err == nil {
+			if got, err := v.Ops.Get(ctx, req.TenantID, g.OperationID); err == nil && got.RunID == req.RunID {
 				op, ok = got, true
 			} else if !errors.Is(err, toolop.ErrNotFound) {
 				return res, v.abandon(ctx, req, l, err)

@@ -423,8 +423,8 @@ func (e *Engine) runStep(ctx context.Context, w *Workflow, r run.Run, l run.Leas
 		return e.commit(ctx, r, l, r.State, r.NextStep, run.StatusSuspended, "budget exhausted: "+ex, EventBudgetExhausted, step.Name, ctl.Attempt, map[string]any{"budget": ctl.Budget, "spent": ctl.Spent})
 	}
 	delete(top, control.Key)
-	sc := &StepContext{e: e, run: r, step: step.Name, attempt: ctl.Attempt, state: top, ctl: ctl}
 	t0 := time.Now()
+	sc := &StepContext{e: e, run: r, step: step.Name, attempt: ctl.Attempt, state: top, ctl: ctl, started: t0}
 	serr := safeRun(e.withHooks(ctx), step, sc)
 	sc.spend.WallMS += time.Since(t0).Milliseconds()
 	if ctx.Err() != nil {

@@ -34,6 +34,7 @@ type StepContext struct {
 	complete bool
 	failRun  string
 	spend    control.Spend
+	started  time.Time // when the step began: its wall time so far
 	ops      []string
 	suspend  *suspension
 }
@@ -109,13 +110,18 @@ func (sc *StepContext) Spend(tokens, costMicros int64) {
 }
 
 // Remaining is what the run's budget leaves before this step, less what
-// the step has recorded with Spend so far: each limited dimension, -1
-// where unlimited. The budget is checked between steps; a step that may
-// spend much (a model call in a loop) reads this to stay within it.
+// the step has recorded with Spend and its wall time so far: each limited
+// dimension, -1 where unlimited (Steps counts the steps before this one).
+// The budget is checked between steps; a step that may spend much (a
+// model call in a loop) reads this to stay within it.
 func (sc *StepContext) Remaining() control.Spend {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	return sc.ctl.Budget.Remaining(sc.ctl.Spent.Add(sc.spend))
+	s := sc.spend
+	if !sc.started.IsZero() {
+		s.WallMS += time.Since(sc.started).Milliseconds()
+	}
+	return sc.ctl.Budget.Remaining(sc.ctl.Spent.Add(s))
 }
 
 // AddArtifact records a large payload kept outside the state; resume checks its digest.

@@ -579,11 +579,12 @@ func TestStepSeesRemainingBudget(t *testing.T) {
 		return workflow.Step{Name: name, Run: func(ctx context.Context, sc *workflow.StepContext) error {
 			before := sc.Remaining()
 			sc.Spend(300, 0)
+			time.Sleep(20 * time.Millisecond)
 			seen = append(seen, before, sc.Remaining())
 			return nil
 		}}
 	}
-	w := workflow.Workflow{Name: "rem", Version: "1", Budget: control.Budget{MaxTokens: 1000}, Steps: []workflow.Step{step("a"), step("b")}}
+	w := workflow.Workflow{Name: "rem", Version: "1", Budget: control.Budget{MaxTokens: 1000, MaxWallMS: 60000}, Steps: []workflow.Step{step("a"), step("b")}}
 	eng := newEngine(t, e, p, workflow.Options{}, w)
 	r, err := eng.Execute(context.Background(), "rem", "run-rem", nil)
 	if err != nil || r.Status != run.StatusCompleted {
@@ -597,6 +598,11 @@ func TestStepSeesRemainingBudget(t *testing.T) {
 		if s.Tokens != want[i] || s.CostMicros != -1 {
 			t.Fatalf("remaining %d = %+v, want tokens %d and unlimited cost", i, s, want[i])
 		}
+	}
+	// Wall time counts while the step runs: after its 20 ms, less is left
+	// than when it began, and the second step starts with the first's spent.
+	if seen[1].WallMS > seen[0].WallMS-20 || seen[2].WallMS > seen[0].WallMS-20 {
+		t.Fatalf("wall time left %d, %d, %d ms: the running step's time is not counted", seen[0].WallMS, seen[1].WallMS, seen[2].WallMS)
 	}
 }
 

@@ -61,8 +61,36 @@ func decodeSpent(b []byte, dst *map[string]int64) error {
 		return nil
 	}
 	m := map[string]int64{}
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := json.Unmarshal(b, &m); err == nil {
+		*dst = m
+		return nil
+	}
+	// Totals past int64, which an earlier version could store (its SQL
+	// went on in numeric), read as the nearest int64: the run (and the
+	// tenant's run list) stays readable, and a budget it passed stays
+	// passed.
+	var raw map[string]json.Number
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return fmt.Errorf("read spend totals: %w", err)
+	}
+	m = make(map[string]int64, len(raw))
+	for k, n := range raw {
+		v, err := strconv.ParseInt(n.String(), 10, 64)
+		if err != nil {
+			f, ferr := strconv.ParseFloat(n.String(), 64)
+			if ferr != nil {
+				return fmt.Errorf("read spend totals: %s: %w", k, err)
+			}
+			switch {
+			case f >= math.MaxInt64:
+				v = math.MaxInt64
+			case f <= math.MinInt64:
+				v = math.MinInt64
+			default:
+				v = int64(f)
+			}
+		}
+		m[k] = v
 	}
 	*dst = m
 	return nil
@@ -764,10 +792,11 @@ func (db *DB) commitFast(ctx context.Context, tenantID, runID string, c run.Stor
 	if addSpend {
 		var ok bool
 		if spent, ok = addSpendExact(e.spent, c.Spend); !ok {
-			// A total out of int64 is refused, changing nothing (the SQL
-			// path refuses it too: see commitSQL).
-			_, err := run.AddSpendChecked(e.spent, c.Spend)
-			return run.Run{}, run.Event{}, err, true
+			// Left to the SQL path, which checks the lease and revision
+			// before the totals and refuses a total out of int64 (22003,
+			// see commitSQL): the entry's totals may be stale, and a
+			// caller that lost its lease or revision must hear that.
+			return run.Run{}, run.Event{}, nil, false
 		}
 		newSpent, oldSpent = encodeSpend(spent), encodeSpend(e.spent)
 	}
