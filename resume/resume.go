@@ -328,10 +328,13 @@ func (v *Verifier) check(ctx context.Context, req Request, dry bool) (Result, er
 	for _, g := range ctl.Approvals {
 		op, ok := opByID[g.OperationID]
 		if !ok && g.OperationID != "" {
-			// Not in doubt: read the guarded operation itself.
-			if got, err := v.Ops.Get(ctx, req.TenantID, g.OperationID); err == nil && got.RunID == req.RunID {
-				op, ok = got, true
-			} else if !errors.Is(err, toolop.ErrNotFound) {
+			// Not in doubt: read the guarded operation itself (only this
+			// run's spends the guard).
+			got, err := v.Ops.Get(ctx, req.TenantID, g.OperationID)
+			switch {
+			case err == nil:
+				op, ok = got, got.RunID == req.RunID
+			case !errors.Is(err, toolop.ErrNotFound):
 				return res, v.abandon(ctx, req, l, err)
 			}
 		}

@@ -444,3 +444,25 @@ func TestResumeRaceIsNotARefusal(t *testing.T) {
 		t.Fatalf("after the race: %v, lease %q, revision %d; want w2's resume alone", err, r.LeaseOwner, r.StateRevision)
 	}
 }
+
+// TestResumeGuardNeedsItsOwnRunsOperation: an approval guard is spent only
+// by its own run's operation once final; a guard naming another run's final
+// operation (the state is the writer's) still needs its approval.
+func TestResumeGuardNeedsItsOwnRunsOperation(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	other, _, err := f.ops.Prepare(ctx, "t1", toolop.PrepareRequest{OperationID: "op-other", RunID: "run-other", StepID: "pay", ToolName: "payments.refund", RequestDigest: "sha256:x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ops.Start(ctx, "t1", other.OperationID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ops.Succeed(ctx, "t1", other.OperationID, toolop.Outcome{ExternalRef: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	ctl := control.Record{}
+	ctl.SetGuard(control.ApprovalGuard{StepID: "approve", RequestDigest: "sha256:x", OperationID: other.OperationID})
+	f.newRun(t, "guarded", ctl)
+	expectRefused(t, f, "guarded", resume.CheckApprovals, "approval")
+}
