@@ -27,6 +27,16 @@ const (
 	StatusRejected    Status = "rejected"
 )
 
+// Known reports whether s is one of the statuses above (a store may then
+// write it into a statement as a literal).
+func (s Status) Known() bool {
+	switch s {
+	case StatusCurrent, StatusSuperseded, StatusInvalidated, StatusHeld, StatusRejected:
+		return true
+	}
+	return false
+}
+
 // Source types a provenance may name.
 const (
 	SourceMessage  = "message"   // a session or chat message

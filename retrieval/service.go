@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mementohq/memento/internal/periodic"
 	"github.com/mementohq/memento/llm"
 	"github.com/mementohq/memento/search"
 )
@@ -537,22 +538,7 @@ func (s *Service) PurgeSnapshots(ctx context.Context, tenantID string) (int, err
 // report each pass's count or error. Several instances may run it: a pass
 // deletes what another already did not.
 func (s *Service) PurgeSnapshotsEvery(ctx context.Context, interval time.Duration, report func(purged int, err error)) {
-	if interval <= 0 {
-		interval = time.Hour
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		n, err := s.PurgeSnapshots(ctx, "")
-		if report != nil && ctx.Err() == nil {
-			report(n, err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	periodic.Run(ctx, interval, func(ctx context.Context) (int, error) { return s.PurgeSnapshots(ctx, "") }, report)
 }
 
 // Invalidations lists the tenant's invalidation events after the index

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/mementohq/memento/internal/periodic"
 )
 
 // DefaultMaxStateBytes is the state size limit unless configured: large
@@ -783,20 +785,5 @@ func IsConflict(err error) bool {
 // every interval, until ctx ends. report, if not nil, sees each pass's result.
 // The caller owns the goroutine it runs in and stops it by cancelling ctx.
 func (s *Service) RetainEvery(ctx context.Context, maxAge, interval time.Duration, report func(deleted int, err error)) {
-	if interval <= 0 {
-		interval = time.Hour
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		n, err := s.Retain(ctx, maxAge, time.Now())
-		if report != nil && ctx.Err() == nil {
-			report(n, err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	periodic.Run(ctx, interval, func(ctx context.Context) (int, error) { return s.Retain(ctx, maxAge, time.Now()) }, report)
 }

@@ -721,6 +721,22 @@ func testRetRetrieveWhileWriting(t *testing.T, s retrieval.Store, m retMode) {
 	}
 }
 
+// BenchIndexRows measures a tenant's first index load (IndexRows, what a
+// retrieval after a restart waits for) over three documents of 1 MB put
+// through st with the offline embedder: the stores' index-load benchmark.
+func BenchIndexRows(b *testing.B, st retrieval.Store) {
+	emb := hashembed.New(hashembed.DefaultDim)
+	svc := retrieval.NewService(st, retrieval.Options{Embedder: emb})
+	chunks := PutLargeDocuments(b, svc, 3, 1_000_000)
+	for b.Loop() {
+		rows, _, _, err := st.IndexRows(b.Context(), "t", emb.Model(), 0)
+		if err != nil || len(rows) != chunks {
+			b.Fatalf("%d rows, %v; want %d", len(rows), err, chunks)
+		}
+	}
+	b.ReportMetric(float64(chunks), "chunks")
+}
+
 // PutLargeDocuments puts n documents of about size bytes each, readable by
 // user:ann, into tenant "t" through svc, and returns how many chunks they
 // made: the corpus of the stores' index-load benchmarks.

@@ -418,16 +418,6 @@ func (a *args) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
-// knownStatus reports whether st is one of the claim statuses, which a
-// list may then write as a literal.
-func knownStatus(st memory.Status) bool {
-	switch st {
-	case memory.StatusCurrent, memory.StatusSuperseded, memory.StatusInvalidated, memory.StatusHeld, memory.StatusRejected:
-		return true
-	}
-	return false
-}
-
 // List implements memory.Store.
 func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, error) {
 	if q.TenantID == "" || q.SubjectID == "" {
@@ -442,7 +432,7 @@ func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, err
 	if q.Key != "" {
 		w.WriteString(` AND key = ` + a.add(q.Key))
 	}
-	if len(q.Statuses) == 1 && knownStatus(q.Statuses[0]) {
+	if len(q.Statuses) == 1 && q.Statuses[0].Known() {
 		// A literal, so the partial indexes (current claims, held claims)
 		// serve the read whatever plan the statement cache settles on.
 		w.WriteString(` AND status = '` + string(q.Statuses[0]) + `'`)

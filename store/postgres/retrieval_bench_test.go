@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/mementohq/memento/internal/testenv"
-	"github.com/mementohq/memento/llm/hashembed"
-	"github.com/mementohq/memento/retrieval"
 	"github.com/mementohq/memento/store/postgres"
 	"github.com/mementohq/memento/storetest"
 )
@@ -22,14 +20,5 @@ func BenchmarkIndexRowsFreshTables(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	emb := hashembed.New(hashembed.DefaultDim)
-	svc := retrieval.NewService(db.Retrieval(), retrieval.Options{Embedder: emb})
-	chunks := storetest.PutLargeDocuments(b, svc, 3, 1_000_000)
-	for b.Loop() {
-		rows, _, _, err := db.Retrieval().IndexRows(b.Context(), "t", emb.Model(), 0)
-		if err != nil || len(rows) != chunks {
-			b.Fatalf("%d rows, %v; want %d", len(rows), err, chunks)
-		}
-	}
-	b.ReportMetric(float64(chunks), "chunks")
+	storetest.BenchIndexRows(b, db.Retrieval())
 }

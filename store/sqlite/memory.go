@@ -331,16 +331,6 @@ const liveAtSQL = `status NOT IN ('held', 'rejected') AND valid_from <= ?
 	AND (superseded_at IS NULL OR superseded_at > ?) AND (invalidated_at IS NULL OR invalidated_at > ?)
 	AND (expires_at IS NULL OR expires_at > ?)`
 
-// knownStatus reports whether st is one of the claim statuses, which a
-// list may then write as a literal.
-func knownStatus(st memory.Status) bool {
-	switch st {
-	case memory.StatusCurrent, memory.StatusSuperseded, memory.StatusInvalidated, memory.StatusHeld, memory.StatusRejected:
-		return true
-	}
-	return false
-}
-
 // List implements memory.Store.
 func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, error) {
 	if q.TenantID == "" || q.SubjectID == "" {
@@ -359,7 +349,7 @@ func (db *DB) List(ctx context.Context, q memory.ListQuery) ([]memory.Claim, err
 		where.WriteString(` AND key = ?`)
 		args = append(args, q.Key)
 	}
-	if len(q.Statuses) == 1 && knownStatus(q.Statuses[0]) {
+	if len(q.Statuses) == 1 && q.Statuses[0].Known() {
 		// A literal, so the partial indexes (current claims, held claims) serve the read.
 		where.WriteString(` AND status = '` + string(q.Statuses[0]) + `'`)
 	} else if len(q.Statuses) > 0 {
