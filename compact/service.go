@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/mementohq/memento/run"
 	"github.com/mementohq/memento/session"
@@ -53,7 +54,25 @@ type Service struct {
 	counter    tokens.Counter
 	budget     int
 	now        func() time.Time
+	// digested remembers the summaries whose range was read and matched,
+	// by summary id, for Usable (see Incarnated).
+	digested *lru.Cache[string, digested]
 }
+
+// digested is a summary whose range was read and matched its source
+// digest, in an incarnation of its owner's log, at a time.
+type digested struct {
+	tenantID, incarnation, sourceDigest string
+	at                                  time.Time
+}
+
+// verifiedTTL is how long Usable trusts a range it read and matched: an
+// entry changed behind Memento's back (no API changes one) is seen by the
+// context path within it, and at once by Verify.
+const verifiedTTL = time.Minute
+
+// digestedEntries bounds the summaries remembered as matched.
+const digestedEntries = 16384
 
 // NewService wires a Service to its store and sources.
 func NewService(store Store, o Options) *Service {
@@ -84,6 +103,7 @@ func NewService(store Store, o Options) *Service {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.digested, _ = lru.New[string, digested](digestedEntries) // errors only for a size <= 0
 	return s
 }
 
@@ -517,16 +537,18 @@ func (s *Service) Verify(ctx context.Context, tenantID, summaryID string) (Verif
 	if err != nil {
 		return Verification{}, err
 	}
-	return s.verify(ctx, sum, nil)
+	return s.verify(ctx, sum, nil, false)
 }
 
 // verify is Verify of a summary already read. live, when not nil, is the
 // owner's live summaries (as live returns them) read in the same request:
 // checking a whole chain then reads them once, not once per summary.
-func (s *Service) verify(ctx context.Context, sum Summary, live []Summary) (Verification, error) {
+// trusted lets it take a recent match of the range for today's (see
+// Incarnated) rather than read the range again.
+func (s *Service) verify(ctx context.Context, sum Summary, live []Summary, trusted bool) (Verification, error) {
 	tenantID := sum.TenantID
 	v := Verification{SummaryID: sum.SummaryID, Status: sum.Status, Checked: Checked{Covers: sum.Covers, Overlaps: []string{}, ItemsExpected: max(sum.Covers.Len(), 0)}}
-	reason, err := s.check(ctx, sum, &v.Checked, live)
+	reason, err := s.check(ctx, sum, &v.Checked, live, trusted)
 	if err != nil {
 		return Verification{}, err
 	}
@@ -563,7 +585,7 @@ func (s *Service) previous(ctx context.Context, sum Summary, live []Summary) (Su
 
 // check returns why sum fails ("" when it passes); an error is a failure
 // to check (a store that does not answer), not a failed check.
-func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Summary) (string, error) {
+func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Summary, trusted bool) (string, error) {
 	rg := sum.Covers
 	if rg.FromSeq < 1 || rg.ToSeq < rg.FromSeq {
 		return fmt.Sprintf("the range %s is not a range of seqs", rg), nil
@@ -573,7 +595,7 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Sum
 		return "", err
 	}
 	gone := func(err error) bool { return errors.Is(err, run.ErrNotFound) || errors.Is(err, session.ErrNotFound) }
-	first, last, err := src.Bounds(ctx, sum.TenantID, sum.Owner)
+	first, last, inc, err := logOf(ctx, src, sum.TenantID, sum.Owner)
 	if gone(err) {
 		return fmt.Sprintf("the %s %s is gone", sum.Owner.Kind, sum.Owner.ID), nil
 	} else if err != nil {
@@ -631,24 +653,33 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Sum
 	if rg.ToSeq > last {
 		return fmt.Sprintf("the range %s runs past the log's last seq %d", rg, last), nil
 	}
-	items, err := src.Items(ctx, sum.TenantID, sum.Owner, rg.FromSeq, rg.ToSeq)
-	if gone(err) {
-		return fmt.Sprintf("the %s %s is gone", sum.Owner.Kind, sum.Owner.ID), nil
-	} else if err != nil {
-		return "", err
-	}
-	c.Items = int64(len(items))
-	if miss := missing(items, rg); miss != 0 {
-		return fmt.Sprintf("seq %d of %s is not in the log any more", miss, rg), nil
-	}
-	d, err := SourceDigest(items)
-	if err != nil {
-		return "", err
-	}
-	c.SourceDigest = d
-	c.DigestMatches = new(d == sum.SourceDigest)
-	if !*c.DigestMatches {
-		return "source digest mismatch: the entries of the range changed since the summary was made", nil
+	if d, ok := s.digested.Get(sum.SummaryID); trusted && ok && inc != "" && rg.FromSeq >= first &&
+		d.tenantID == sum.TenantID && d.incarnation == inc && d.sourceDigest == sum.SourceDigest && s.now().Sub(d.at) < verifiedTTL {
+		c.Items, c.SourceDigest, c.DigestMatches = rg.Len(), sum.SourceDigest, new(true)
+	} else {
+		items, err := src.Items(ctx, sum.TenantID, sum.Owner, rg.FromSeq, rg.ToSeq)
+		if gone(err) {
+			return fmt.Sprintf("the %s %s is gone", sum.Owner.Kind, sum.Owner.ID), nil
+		} else if err != nil {
+			return "", err
+		}
+		c.Items = int64(len(items))
+		if miss := missing(items, rg); miss != 0 {
+			return fmt.Sprintf("seq %d of %s is not in the log any more", miss, rg), nil
+		}
+		d, err := SourceDigest(items)
+		if err != nil {
+			return "", err
+		}
+		c.SourceDigest = d
+		c.DigestMatches = new(d == sum.SourceDigest)
+		if !*c.DigestMatches {
+			s.digested.Remove(sum.SummaryID)
+			return "source digest mismatch: the entries of the range changed since the summary was made", nil
+		}
+		if inc != "" {
+			s.digested.Add(sum.SummaryID, digested{tenantID: sum.TenantID, incarnation: inc, sourceDigest: d, at: s.now()})
+		}
 	}
 	cd, err := ContentDigest(sum)
 	if err != nil {
@@ -778,9 +809,10 @@ func (s *Service) chain(ctx context.Context, tenantID string, owner Owner) ([]Su
 	return out, live, nil
 }
 
-// Usable is Chain with every summary verified (Verify: its entries are
-// read and digested), cut before the first that fails, which is marked
-// stale. What it returns may be shown to a model in place of the raw
+// Usable is Chain with every summary verified (as Verify does, except
+// that a range read and matched in the last verifiedTTL, in the same
+// incarnation of the log, is not read again: see Incarnated), cut before
+// the first that fails, which is marked stale. What it returns may be shown to a model in place of the raw
 // entries of their ranges; the entries after the last one are raw.
 func (s *Service) Usable(ctx context.Context, tenantID string, owner Owner) ([]Summary, error) {
 	chain, live, err := s.chain(ctx, tenantID, owner)
@@ -788,7 +820,7 @@ func (s *Service) Usable(ctx context.Context, tenantID string, owner Owner) ([]S
 		return nil, err
 	}
 	for i, x := range chain {
-		v, err := s.verify(ctx, x, live)
+		v, err := s.verify(ctx, x, live, true)
 		if err != nil {
 			return nil, err
 		}
@@ -797,6 +829,16 @@ func (s *Service) Usable(ctx context.Context, tenantID string, owner Owner) ([]S
 		}
 	}
 	return chain, nil
+}
+
+// logOf is the source's bounds and, when it names them, the incarnation
+// of the owner's log ("" when it does not).
+func logOf(ctx context.Context, src Source, tenantID string, owner Owner) (first, last int64, inc string, err error) {
+	if ls, ok := src.(Incarnated); ok {
+		return ls.Log(ctx, tenantID, owner)
+	}
+	first, last, err = src.Bounds(ctx, tenantID, owner)
+	return first, last, "", err
 }
 
 // Forget deletes every summary of the owner (retention, a closed session).

@@ -42,6 +42,20 @@ type Source interface {
 	Bounds(ctx context.Context, tenantID string, owner Owner) (first, last int64, err error)
 }
 
+// Incarnated is a Source that also names the incarnation of an owner's
+// log (a run or session created again under the same id is another one).
+// Within one incarnation a log grows at its end, loses entries only at
+// its start, and never changes an entry: a range whose digest matched
+// once matches while the range is still in the log. Usable, which the
+// context builder calls on every build, then trusts an earlier match for a
+// while (verifiedTTL) instead of reading the whole range again; Verify
+// always reads it.
+type Incarnated interface {
+	Source
+	// Log is Bounds and the incarnation (non-empty).
+	Log(ctx context.Context, tenantID string, owner Owner) (first, last int64, incarnation string, err error)
+}
+
 // DigestPrefix starts every SourceDigest.
 const DigestPrefix = "sha256:"
 
@@ -173,12 +187,20 @@ func (s RunSource) Items(ctx context.Context, tenantID string, owner Owner, from
 
 // Bounds is 1 and the run's state revision, the seq of its last event.
 func (s RunSource) Bounds(ctx context.Context, tenantID string, owner Owner) (int64, int64, error) {
+	first, last, _, err := s.Log(ctx, tenantID, owner)
+	return first, last, err
+}
+
+// Log is Bounds and the run's creation time as its incarnation.
+func (s RunSource) Log(ctx context.Context, tenantID string, owner Owner) (int64, int64, string, error) {
 	r, err := s.Store.GetRun(ctx, tenantID, owner.ID)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read run %s: %w", owner.ID, err)
+		return 0, 0, "", fmt.Errorf("read run %s: %w", owner.ID, err)
 	}
-	return 1, r.StateRevision, nil
+	return 1, r.StateRevision, incarnation(r.CreatedAt), nil
 }
+
+func incarnation(created time.Time) string { return created.UTC().Format(time.RFC3339Nano) }
 
 // SessionSource reads a session's messages from a session.Store, as the
 // owner's user. Messages trimmed by the session's cap are gone: a summary
@@ -213,14 +235,20 @@ func messageItem(m session.Message) Item {
 // Bounds is the session's oldest kept and newest message seq: messages
 // are trimmed oldest first, so they are LastSeq-MessageCount+1..LastSeq.
 func (s SessionSource) Bounds(ctx context.Context, tenantID string, owner Owner) (int64, int64, error) {
+	first, last, _, err := s.Log(ctx, tenantID, owner)
+	return first, last, err
+}
+
+// Log is Bounds and the session's creation time as its incarnation.
+func (s SessionSource) Log(ctx context.Context, tenantID string, owner Owner) (int64, int64, string, error) {
 	ss, err := s.Store.Get(ctx, tenantID, owner.ID, owner.UserID)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read session %s: %w", owner.ID, err)
+		return 0, 0, "", fmt.Errorf("read session %s: %w", owner.ID, err)
 	}
 	if ss.MessageCount == 0 {
-		return 0, 0, nil
+		return 0, 0, incarnation(ss.CreatedAt), nil
 	}
-	return ss.LastSeq - int64(ss.MessageCount) + 1, ss.LastSeq, nil
+	return ss.LastSeq - int64(ss.MessageCount) + 1, ss.LastSeq, incarnation(ss.CreatedAt), nil
 }
 
 // ItemsFromMessages turns messages into items, for a caller that holds them.
