@@ -208,6 +208,12 @@ func (sc *StepContext) Call(ctx context.Context, call Call) (toolop.Operation, e
 		// was never sent in doubt, for an operator to resolve.
 		return toolop.Operation{}, fmt.Errorf("call %s: %w: Send is nil", call.Tool, run.ErrInvalidInput)
 	}
+	if call.Key == "" {
+		// Every keyless call of a run would be one operation: the second,
+		// with another request, would be refused as a conflict, and with
+		// the same request answered with the first one's result, never sent.
+		return toolop.Operation{}, fmt.Errorf("call %s: %w: Key is empty: name what makes this side effect one (an order id, a refund id)", call.Tool, run.ErrInvalidInput)
+	}
 	digest, err := toolop.RequestDigest(call.Request)
 	if err != nil {
 		return toolop.Operation{}, fmt.Errorf("call %s: request: %w", call.Tool, err)

@@ -103,13 +103,21 @@ func TestServeLeavesRunsOfOtherVersions(t *testing.T) {
 
 // A Call without Send is refused before the ledger hears of it: it used to
 // panic after the operation was marked started, so an operation never sent
-// was in doubt and the run suspended for an operator.
+// was in doubt and the run suspended for an operator. A Call without Key is
+// refused too: every keyless call of a run was one operation, so a second
+// one with the same request was answered with the first one's result and
+// never sent.
 func TestCallWithoutSendTouchesNoLedger(t *testing.T) {
 	withStore(t, func(t *testing.T, open backendFn) {
 		e, p := open(t), newProvider()
+		send := func(context.Context, string) (workflow.Reply, error) { return workflow.Reply{}, nil }
 		eng := newEngine(t, e, p, workflow.Options{}, workflow.Workflow{Name: "wf", Version: "1", Steps: []workflow.Step{
 			{Name: "a", MaxAttempts: 1, Run: func(ctx context.Context, sc *workflow.StepContext) error {
-				_, err := sc.Call(ctx, workflow.Call{Tool: "pay", Key: "pay", Request: 1})
+				_, err := sc.Call(ctx, workflow.Call{Tool: "pay", Key: "", Request: 1, Send: send})
+				if !errors.Is(err, run.ErrInvalidInput) {
+					t.Errorf("Call without Key: err %v, want run.ErrInvalidInput", err)
+				}
+				_, err = sc.Call(ctx, workflow.Call{Tool: "pay", Key: "pay", Request: 1})
 				if !errors.Is(err, run.ErrInvalidInput) {
 					t.Errorf("Call without Send: err %v, want run.ErrInvalidInput", err)
 				}

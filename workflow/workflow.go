@@ -123,7 +123,8 @@ type Call struct {
 	Tool string
 	// Key is the business key; the operation id is derived from the run id
 	// and this key, and the idempotency key sent to the external system from
-	// the tenant and that id (toolop.SendKey).
+	// the tenant and that id (toolop.SendKey). It is required: two calls
+	// of a run with the same Key are one side effect.
 	Key string
 	// Request is the request; its canonical digest binds the operation.
 	Request any
