@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/mementohq/memento/internal/jsoncheck"
 )
 
 // Defaults and bounds, each overridable through Options.
@@ -282,11 +284,19 @@ func (s *Service) prepare(ctx context.Context, tenantID string, in AddInput) (Cl
 	if string(bytes.TrimSpace(in.Value)) == "null" {
 		return Claim{}, Namespace{}, fmt.Errorf("%w: value must not be null: invalidate the claim instead", ErrInvalidInput)
 	}
-	if len(in.Text) > MaxTextBytes || !utf8.ValidString(in.Text) {
-		return Claim{}, Namespace{}, fmt.Errorf("%w: text must be UTF-8 of at most %d bytes", ErrInvalidInput, MaxTextBytes)
+	// What the HTTP API refuses before any store (a NUL, invalid UTF-8, a
+	// lone surrogate): one store would keep it, another refuse it.
+	if err := jsoncheck.Check(in.Value, jsoncheck.MaxDepth); err != nil {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: value: %v", ErrInvalidInput, err)
+	}
+	if len(in.Text) > MaxTextBytes || !keepable(in.Text) {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: text must be UTF-8 without NUL of at most %d bytes", ErrInvalidInput, MaxTextBytes)
 	}
 	if len(in.Category) > 64 || len(in.ConsentBasis) > 256 {
 		return Claim{}, Namespace{}, fmt.Errorf("%w: category or consent basis too long", ErrInvalidInput)
+	}
+	if !keepable(in.Category) || !keepable(in.ConsentBasis) {
+		return Claim{}, Namespace{}, fmt.Errorf("%w: category and consent basis must be UTF-8 without NUL", ErrInvalidInput)
 	}
 	if err := checkProvenance(in.Provenance); err != nil {
 		return Claim{}, Namespace{}, err
@@ -691,6 +701,12 @@ func (s *Service) Confirm(ctx context.Context, tenantID, memoryID string) (AddRe
 				memoryID, held.Key, cur.MemoryID, ErrConflict)
 		}
 		now := s.now()
+		if ok && cur.Live(now) && held.ValidFrom.Before(cur.ValidFrom) && !sameFact(cur, held) {
+			// As in write: a fact that held before the current one does not
+			// replace it, or two claims would be in force at once in valid time.
+			return AddResult{}, fmt.Errorf("confirm memory %s: its valid_from %s is before that of the key's current claim %s (%s): a claim supersedes only an earlier one: %w",
+				memoryID, held.ValidFrom.Format(time.RFC3339), cur.MemoryID, cur.ValidFrom.Format(time.RFC3339), ErrConflict)
+		}
 		p := TransitionParams{TenantID: tenantID, MemoryID: memoryID, From: []Status{StatusHeld}, To: StatusCurrent, At: now, Vector: vec}
 		if ok {
 			p.Supersede, p.SupersededAt = cur.MemoryID, maxTime(cur.ValidFrom, held.ValidFrom)
@@ -850,6 +866,9 @@ func NormalizeKey(k string) string {
 // whatever its case or Unicode form, so that "Personal" is the policy of
 // "personal" and a fact forgotten in one is forgotten in the other.
 func NormalizeNamespace(ns string) string { return norm.NFC.String(strings.ToLower(ns)) }
+
+// keepable reports whether every store keeps s as it is: UTF-8 without NUL.
+func keepable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 func checkID(name, v string) error {
 	if v == "" {

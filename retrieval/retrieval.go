@@ -166,10 +166,21 @@ func ValidPrincipal(p string) error {
 		return fmt.Errorf("%w: a principal is 1 to 256 bytes of UTF-8 without NUL", ErrInvalidInput)
 	case p == EntryTenant || strings.HasPrefix(p, GroupPrefix):
 		return fmt.Errorf("%w: a principal is a user or service id, not %q", ErrInvalidInput, p)
+	case lookalike(p):
+		// Kept as an id, it would grant nobody the tenant or the group it
+		// reads as, and all of it to a principal of that very name.
+		return fmt.Errorf("%w: %q reads as the tenant entry or a group but is spelt otherwise: write %q or %q", ErrInvalidInput, p, EntryTenant, GroupPrefix+"<name>")
 	case strings.HasSuffix(p, ":"):
 		return fmt.Errorf("%w: the principal %q names no id after its prefix", ErrInvalidInput, p)
 	}
 	return nil
+}
+
+// lookalike reports whether p reads as the tenant entry or a group entry
+// without being one: in another case, or with spaces around it.
+func lookalike(p string) bool {
+	l := strings.ToLower(strings.TrimSpace(p))
+	return l == EntryTenant || strings.HasPrefix(l, GroupPrefix)
 }
 
 // wildcards are ACL entries that read as "everyone" but would only match a

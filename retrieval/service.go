@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mementohq/memento/internal/jsoncheck"
 	"github.com/mementohq/memento/internal/periodic"
 	"github.com/mementohq/memento/llm"
 	"github.com/mementohq/memento/search"
@@ -135,8 +136,8 @@ func (s *Service) Put(ctx context.Context, tenantID string, r PutRequest) (Docum
 	switch {
 	case len(r.Content) > MaxContentBytes:
 		return Document{}, false, fmt.Errorf("%w: content is over %d bytes", ErrInvalidInput, MaxContentBytes)
-	case !utf8.ValidString(r.Content) || !utf8.ValidString(r.SourceURI) || !utf8.ValidString(r.SourceVersion):
-		return Document{}, false, fmt.Errorf("%w: content, source_uri and source_version must be UTF-8", ErrInvalidInput)
+	case !keepable(r.Content) || !keepable(r.SourceURI) || !keepable(r.SourceVersion):
+		return Document{}, false, fmt.Errorf("%w: content, source_uri and source_version must be UTF-8 without NUL", ErrInvalidInput)
 	case len(r.SourceURI) > 2048 || len(r.SourceVersion) > 256:
 		return Document{}, false, fmt.Errorf("%w: source_uri is at most 2048 bytes, source_version 256", ErrInvalidInput)
 	}
@@ -163,9 +164,15 @@ func (s *Service) Put(ctx context.Context, tenantID string, r PutRequest) (Docum
 	return Document{}, false, fmt.Errorf("put document %s: %w", r.DocumentID, ErrConflict)
 }
 
+// keepable reports whether every store keeps s as it is: UTF-8 without NUL.
+func keepable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
 func normalizeMetadata(m json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(m)) == 0 || string(bytes.TrimSpace(m)) == "null" {
 		return nil, nil
+	}
+	if err := jsoncheck.Check(m, jsoncheck.MaxDepth); err != nil {
+		return nil, fmt.Errorf("%w: metadata: %v", ErrInvalidInput, err)
 	}
 	// Numbers stay as sent: decoded as float64, an id like
 	// 9007199254740993 would come back as ...992.

@@ -419,6 +419,33 @@ func TestMemoryExpiredAndInvalidated(t *testing.T) {
 	})
 }
 
+// TestMemoryConfirmKeepsTheLaterFact: a held claim valid from before the
+// key's current claim does not replace it when confirmed, as it would not
+// have replaced it had it been kept at once (a claim supersedes only an
+// earlier one): the confirm is 409 and the later fact stays in force.
+func TestMemoryConfirmKeepsTheLaterFact(t *testing.T) {
+	forEachMemoryBackend(t, func(t *testing.T, backend string) {
+		t.Parallel()
+		e := newMemEnv(t, backend, memory.Options{})
+		later := e.add(t, e.a, with(claimBody("hana", "health.allergy", "peanuts", "m-2"),
+			"valid_from", "2023-01-01T00:00:00Z",
+			"provenance", map[string]any{"source_type": "operator", "source_id": "ticket-9", "validated_by": "operator"}), 201)
+		held := e.add(t, e.a, with(claimBody("hana", "health.allergy", "shellfish", "m-1"), "valid_from", "2020-01-01T00:00:00Z"), 201)
+		if later.Status != "current" || held.Status != "held" {
+			t.Fatalf("setup: %+v %+v", later, held)
+		}
+		expectProblem(t, e.do(t, "POST", "/v1/memories/"+held.MemoryID+"/confirm", nil, e.a), 409, "memory-conflict")
+		for _, q := range []string{"subject_id=hana", "subject_id=hana&as_of=2024-06-01T00:00:00Z"} {
+			if got := ids(e.list(t, e.a, q)); !slices.Equal(got, []string{later.MemoryID}) {
+				t.Fatalf("GET ?%s shows %v, want the later fact %s", q, got, later.MemoryID)
+			}
+		}
+		if c := decodeAs[wireClaim](t, e.do(t, "GET", "/v1/memories/"+held.MemoryID, nil, e.a), 200); c.Status != "held" {
+			t.Fatalf("the refused confirm changed the held claim: %+v", c)
+		}
+	})
+}
+
 // TestMemoryTenantIsolation: tenant B never sees, changes or forgets
 // tenant A's claims, whatever it names.
 func TestMemoryTenantIsolation(t *testing.T) {

@@ -257,6 +257,32 @@ func TestDocumentWithoutSourceNamesItsOwn(t *testing.T) {
 	}
 }
 
+// An ACL entry that reads as the tenant entry or a group but is spelt
+// otherwise ("TENANT", " tenant", "Group:ops") is refused, as the other
+// wildcards are: kept, it granted nobody in the tenant or group, and
+// everything to a principal of that very name. Such a principal is refused
+// too.
+func TestACLLookalikesAreRefused(t *testing.T) {
+	for _, backend := range retrievalBackends {
+		t.Run(backend, func(t *testing.T) {
+			e, h := adminRetrievalEnv(t, backend)
+			for _, entry := range []string{"TENANT", "Tenant", " tenant", "tenant ", "Group:ops", "GROUP:ops", " group:ops"} {
+				res := e.do(t, "PUT", "/v1/documents/look", map[string]any{"content": "Lynx audit findings.", "acl": []string{"user:ann", entry}}, h)
+				expectProblem(t, res, 422, "invalid-request")
+				res = e.do(t, "POST", "/v1/retrieve", map[string]any{"query": "lynx audit", "principal": entry}, h)
+				expectProblem(t, res, 422, "invalid-request")
+			}
+			if res := e.do(t, "GET", "/v1/documents/look", nil, h); res.status != 404 {
+				t.Fatalf("a refused put kept the document: %d %s", res.status, res.body)
+			}
+			// Ids that only contain the words stay valid.
+			if res := e.do(t, "PUT", "/v1/documents/look", map[string]any{"content": "Lynx audit findings.", "acl": []string{"user:tenant", "svc:group:ops"}}, h); res.status != 201 {
+				t.Fatalf("put: %d %s", res.status, res.body)
+			}
+		})
+	}
+}
+
 // A PUT without content is refused (it used to replace the document with an
 // empty one), and metadata numbers come back exactly as sent.
 func TestDocumentPutNeedsContent(t *testing.T) {

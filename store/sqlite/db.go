@@ -170,12 +170,22 @@ func (db *DB) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return ended(ctx, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", ended(ctx, err))
 	}
 	return nil
+}
+
+// ended adds ctx's error to err when ctx ended during the transaction:
+// database/sql then rolled it back, and what the transaction saw (a
+// finished transaction, a closed statement) does not say why.
+func ended(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
 }
 
 // nowMicros is the store's clock, truncated to what is stored.
