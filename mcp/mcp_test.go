@@ -539,3 +539,26 @@ func TestWriteOutcomeUnknown(t *testing.T) {
 		t.Fatalf("a failed read: %+v", got.err)
 	}
 }
+
+// TestUserTooLongForDocuments: a user id whose principal ("user:" + id) is
+// longer than a principal may be was accepted, and then only the document
+// and context tools failed, with an error the model cannot act on. Every
+// tool now refuses such a connection, naming the binding as the cause;
+// the longest id that fits serves every tool.
+func TestUserTooLongForDocuments(t *testing.T) {
+	eng := enginetest.Open(t, "sqlite", memento.Config{})
+	s := newServer(eng)
+	long := connect(t, s, mcp.Binding{Tenant: "t1", User: strings.Repeat("u", 252)})
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"session_put", map[string]any{"session_id": "s1", "state": map[string]any{"a": 1}}},
+		{"documents_retrieve", map[string]any{"query": "refund policy"}},
+	} {
+		fails(t, call(t, long, c.tool, c.args), "unauthorized", c.tool)
+	}
+	fits := connect(t, s, mcp.Binding{Tenant: "t1", User: strings.Repeat("u", 251)})
+	ok(t, call(t, fits, "documents_retrieve", map[string]any{"query": "refund policy"}), "retrieve as the longest user id")
+	ok(t, call(t, fits, "session_put", map[string]any{"session_id": "s1", "state": map[string]any{"a": 1}}), "session put as the longest user id")
+}

@@ -408,6 +408,11 @@ func add[In any](t *toolset, srv *gomcp.Server, tool *gomcp.Tool, h func(context
 		if b.User == "" {
 			return errorResult(ToolError{Type: "unauthorized", Detail: ErrUnbound.Error() + ": use a user-bound API key or the X-Memento-User header"}), nil
 		}
+		if err := retrieval.ValidPrincipal(Principal(b.User)); err != nil {
+			// Refused for every tool, not only those that retrieve as the
+			// user: a connection some tools cannot serve is a broken one.
+			return errorResult(ToolError{Type: "unauthorized", Detail: fmt.Sprintf("this connection's user cannot read documents as %s: %v; bind a shorter user id", Principal("<user>"), err)}), nil
+		}
 		ctx, cancel := context.WithTimeout(ctx, t.s.opts.CallTimeout)
 		defer cancel()
 		v, err := h(ctx, call{b}, in)
