@@ -289,28 +289,8 @@ func (db *DB) GetRun(ctx context.Context, tenantID, runID string) (run.Run, erro
 
 // ListRuns pages through a tenant's runs by (created_at, run_id).
 func (db *DB) ListRuns(ctx context.Context, tenantID string, f run.ListFilter) ([]run.Run, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = run.DefaultListSize
-	}
-	var q strings.Builder
-	args := []any{tenantID}
-	q.WriteString(`SELECT ` + runCols + ` FROM runs WHERE tenant_id = $1`)
-	if f.Status != "" {
-		args = append(args, string(f.Status))
-		q.WriteString(` AND status = $` + strconv.Itoa(len(args)))
-	}
-	if f.WorkflowName != "" {
-		args = append(args, f.WorkflowName)
-		q.WriteString(` AND workflow_name = $` + strconv.Itoa(len(args)))
-	}
-	if !f.AfterCreated.IsZero() || f.AfterRunID != "" {
-		args = append(args, f.AfterCreated, f.AfterRunID)
-		q.WriteString(` AND (created_at, run_id) > ($` + strconv.Itoa(len(args)-1) + `, $` + strconv.Itoa(len(args)) + `)`)
-	}
-	args = append(args, limit)
-	q.WriteString(` ORDER BY created_at, run_id LIMIT $` + strconv.Itoa(len(args)))
-	rows, err := db.pool.Query(ctx, q.String(), args...)
+	q, args := listRunsQuery(tenantID, f)
+	rows, err := db.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -327,6 +307,35 @@ func (db *DB) ListRuns(ctx context.Context, tenantID string, f run.ListFilter) (
 		return nil, err
 	}
 	return out, nil
+}
+
+// listRunsQuery is ListRuns' statement and its arguments.
+func listRunsQuery(tenantID string, f run.ListFilter) (string, []any) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = run.DefaultListSize
+	}
+	var q strings.Builder
+	args := []any{tenantID}
+	// run_id <> '' (always true) is the predicate of the list indexes
+	// (migration 0022): it lets this query, and only the queries that
+	// state it, read them.
+	q.WriteString(`SELECT ` + runCols + ` FROM runs WHERE tenant_id = $1 AND run_id <> ''`)
+	if f.Status != "" {
+		args = append(args, string(f.Status))
+		q.WriteString(` AND status = $` + strconv.Itoa(len(args)))
+	}
+	if f.WorkflowName != "" {
+		args = append(args, f.WorkflowName)
+		q.WriteString(` AND workflow_name = $` + strconv.Itoa(len(args)))
+	}
+	if !f.AfterCreated.IsZero() || f.AfterRunID != "" {
+		args = append(args, f.AfterCreated, f.AfterRunID)
+		q.WriteString(` AND (created_at, run_id) > ($` + strconv.Itoa(len(args)-1) + `, $` + strconv.Itoa(len(args)) + `)`)
+	}
+	args = append(args, limit)
+	q.WriteString(` ORDER BY created_at, run_id LIMIT $` + strconv.Itoa(len(args)))
+	return q.String(), args
 }
 
 // ListEvents returns events after afterSeq in order. The state snapshot is
