@@ -1,6 +1,7 @@
 package contextbuild
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -201,8 +202,7 @@ func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result
 		a.add(KindSystem, llm.Message{Role: llm.RoleSystem, Content: sys}, nil)
 	}
 	if len(r.Tools) > 0 {
-		tb, _ := json.Marshal(r.Tools)
-		a.add(KindTools, llm.Message{Role: llm.RoleSystem, Content: "Tools:\n" + string(tb)}, nil)
+		a.add(KindTools, llm.Message{Role: llm.RoleSystem, Content: "Tools:\n" + string(plainJSON(r.Tools))}, nil)
 	}
 	var queryMsg *llm.Message
 	if r.Query != "" {
@@ -214,7 +214,9 @@ func (b *Builder) Build(ctx context.Context, tenantID string, r Request) (Result
 	}
 	fixed := a.total + queryTokens
 	if fixed > avail {
-		return Result{}, fmt.Errorf("%w: they take %d tokens, the budget leaves %d", ErrBudgetTooSmall, fixed, max(avail, 0))
+		// The reply priming is named: with nothing else to keep, "0 tokens,
+		// the budget leaves 0" gave no reason a caller could act on.
+		return Result{}, fmt.Errorf("%w: they take %d tokens, the budget leaves %d (budget_tokens - reserve_tokens - the %d tokens that prime the reply)", ErrBudgetTooSmall, fixed, max(avail, 0), tokens.ReplyPriming)
 	}
 	rest := avail - fixed
 
@@ -436,13 +438,29 @@ func seqLabel(kind string) string {
 	return "events"
 }
 
+// compactJSON is b on one line with its members sorted, as the model is
+// shown it: numbers keep their literal (through float64, an id past 2^53
+// lost its last digits) and <, > and & stay themselves (json.Marshal's
+// \u003c escapes are text to a model, and cost tokens).
 func compactJSON(b json.RawMessage) []byte {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
 	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := d.Decode(&v); err != nil {
 		return b
 	}
-	out, _ := json.Marshal(v)
-	return out
+	return plainJSON(v)
+}
+
+// plainJSON encodes v without HTML escapes and without the trailing newline.
+func plainJSON(v any) []byte {
+	var buf bytes.Buffer
+	e := json.NewEncoder(&buf)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 func renderJSON(v json.RawMessage) string {

@@ -287,6 +287,12 @@ func TestBadRequests(t *testing.T) {
 	if !errors.Is(err, contextbuild.ErrBudgetTooSmall) {
 		t.Fatalf("system over budget: %v", err)
 	}
+	// Nothing to keep, and still too small: the refusal names what takes
+	// the budget (the reply priming), not "0 tokens, the budget leaves 0".
+	_, err = f.b.Build(context.Background(), tenant, contextbuild.Request{Model: "gpt-4o", BudgetTokens: 100, ReserveTokens: 99})
+	if !errors.Is(err, contextbuild.ErrBudgetTooSmall) || !strings.Contains(err.Error(), "prime the reply") {
+		t.Fatalf("a budget under the reply priming: %v", err)
+	}
 }
 
 // BenchmarkRebuild100kTokens measures a build over a ~100k-token history
@@ -417,5 +423,65 @@ func TestUntrustedTextIsNotSystem(t *testing.T) {
 	}
 	if !sawHistory {
 		t.Fatalf("the turn the query asks about is not in the context: %+v", res.Accounting)
+	}
+}
+
+// TestJSONPartsAsStored: the state, an event's payload, a memory's value
+// and the tools go to the model as they were stored and sent: an id past
+// 2^53 keeps its digits (it went through float64: 12345678901234567 became
+// 12345678901234568) and <, > and & stay themselves (not \u003c escapes,
+// which the model reads as text and which cost more tokens).
+func TestJSONPartsAsStored(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	const id, amount, text = "12345678901234567", "19.999999999999999999", "refund if a < b && c > d"
+	state := json.RawMessage(`{"order_id":` + id + `,"amount":` + amount + `,"note":"` + text + `"}`)
+	if _, _, err := f.sessions.Put(ctx, tenant, "s-json", session.PutRequest{UserID: "u1", State: state}); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := f.runs.Create(ctx, tenant, run.CreateRequest{WorkflowName: "refund", WorkflowVersion: "1", State: state}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := f.runs.AcquireLease(ctx, tenant, r.RunID, "w", 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.runs.Commit(ctx, tenant, r.RunID, run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: state, NextStep: "pay",
+		Event: run.EventInput{EventType: "looked_up", Payload: state}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.mem.Add(ctx, tenant, memory.AddInput{SubjectID: "u1", Key: "last.order", Value: state,
+		Provenance: memory.Provenance{SourceType: memory.SourceUser, SourceID: "form", ValidatedBy: memory.ValidatedUserStated}}); err != nil {
+		t.Fatal(err)
+	}
+	tools := []llm.Tool{{Name: "compare", Description: text, Parameters: json.RawMessage(`{"type":"object","properties":{"max":{"const":` + id + `}}}`)}}
+	for _, req := range []contextbuild.Request{
+		{Model: "gpt-4o", BudgetTokens: 2000, SessionID: "s-json", UserID: "u1", SubjectID: "u1", Tools: tools},
+		{Model: "gpt-4o", BudgetTokens: 2000, RunID: r.RunID, Query: "order"},
+	} {
+		res, err := f.b.Build(ctx, tenant, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every part made of them (tools, state, memory, event) shows them.
+		shown := 0
+		for _, m := range res.Messages {
+			if !strings.Contains(m.Content, `"note"`) && !strings.Contains(m.Content, `"compare"`) {
+				continue
+			}
+			shown++
+			for _, want := range []string{id, text} {
+				if !strings.Contains(m.Content, want) {
+					t.Fatalf("%q is not shown as stored in:\n%s", want, m.Content)
+				}
+			}
+			if strings.Contains(m.Content, `"amount"`) && !strings.Contains(m.Content, amount) {
+				t.Fatalf("the amount is not shown as stored in:\n%s", m.Content)
+			}
+		}
+		if want := map[bool]int{true: 3, false: 2}[req.SessionID != ""]; shown != want {
+			t.Fatalf("%d parts show the stored JSON, want %d: %+v", shown, want, res.Messages)
+		}
 	}
 }

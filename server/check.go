@@ -115,6 +115,14 @@ func checkRequest(r *http.Request, rt *Route) error {
 	return nil
 }
 
+// ifMatchHeader is the request's If-Match as one list: the field lines of
+// a list field are that list joined by commas (RFC 9110 5.3). Reading only
+// the first line evaluated a precondition the client did not send, and
+// applied writes that the same list on one line is refused.
+func ifMatchHeader(r *http.Request) string {
+	return strings.Join(r.Header.Values("If-Match"), ", ")
+}
+
 // pathParams lists the {wildcards} of a ServeMux path pattern.
 func pathParams(path string) []string {
 	var names []string

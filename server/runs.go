@@ -258,7 +258,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 	// a stale one is a failed precondition (412); an expected_revision in
 	// the body is the run's own revision race (409), header or not.
 	ifMatch := false
-	if im := r.Header.Get("If-Match"); im != "" {
+	if im := ifMatchHeader(r); im != "" {
 		rev, err := ifMatchRevision(im, req.ExpectedRevision)
 		if err != nil {
 			return err
@@ -284,7 +284,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 		if ifMatch && errors.Is(err, run.ErrRevisionConflict) {
 			// A failed If-Match is 412 (RFC 9110, DESIGN); the body's
 			// expected_revision alone is the run's own 409.
-			return &apiError{kind: problem.PreconditionFailed, detail: fmt.Sprintf("If-Match %s is not the run's revision", r.Header.Get("If-Match")), cause: err}
+			return &apiError{kind: problem.PreconditionFailed, detail: fmt.Sprintf("If-Match %s is not the run's revision", ifMatchHeader(r)), cause: err}
 		}
 		switch {
 		case errors.Is(err, run.ErrRevisionConflict):

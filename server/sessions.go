@@ -116,7 +116,7 @@ func (s *Server) putSession(w http.ResponseWriter, r *http.Request) error {
 		body.UserID = u
 	}
 	req := session.PutRequest{UserID: body.UserID, App: body.App, State: body.State, TTL: ttl}
-	if im := r.Header.Get("If-Match"); im != "" {
+	if im := ifMatchHeader(r); im != "" {
 		if req.ExpectedRevision, err = singleRevision(im); err != nil {
 			return err
 		}
@@ -179,7 +179,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	im := r.Header.Get("If-Match")
+	im := ifMatchHeader(r)
 	if im == "" {
 		return newError(problem.PreconditionRequired, `a session patch needs If-Match with the revision it was computed from, e.g. If-Match: "3" (the ETag of GET)`)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -516,5 +517,72 @@ func TestUnsupportedPreconditionsAreRefused(t *testing.T) {
 	p := expectProblem(t, e.do(t, "POST", "/v1/runs/"+r.RunID+"/commit", req, map[string]string{"If-Match": `"9"`}), http.StatusPreconditionFailed, problem.PreconditionFailed)
 	if p.CurrentRevision != 1 {
 		t.Fatalf("412 without the current revision: %+v", p)
+	}
+}
+
+// TestIfMatchFieldLinesAreOneList: If-Match sent as several field lines is
+// one list (RFC 9110 5.3), answered as the same list on one line is: a
+// session route, which takes one revision, refuses both forms alike (412),
+// and a commit reads every line, not only the first. Reading only the first
+// line applied a write whose precondition, joined, would have been refused.
+func TestIfMatchFieldLinesAreOneList(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	e.mustDo(t, "PUT", "/v1/sessions/lines", `{"user_id":"u1","state":{"x":"orig"}}`, nil)
+	send := func(method, path, body string, ifMatch ...string) rawResponse {
+		t.Helper()
+		req, err := http.NewRequest(method, e.http.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for _, v := range ifMatch {
+			req.Header.Add("If-Match", v)
+		}
+		resp, err := e.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rawResponse{status: resp.StatusCode, header: resp.Header, body: raw}
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"PATCH", "/v1/sessions/lines?user_id=u1", `{"x":"patched"}`},
+		{"PUT", "/v1/sessions/lines", `{"user_id":"u1","state":{"x":"replaced"}}`},
+	} {
+		joined := send(c.method, c.path, c.body, `"1", "7"`)
+		expectProblem(t, joined, http.StatusPreconditionFailed, problem.PreconditionFailed)
+		lines := send(c.method, c.path, c.body, `"1"`, `"7"`)
+		if lines.status != joined.status {
+			t.Fatalf("%s with If-Match on two lines: %d %s; on one line: %d", c.method, lines.status, lines.body, joined.status)
+		}
+	}
+	var got struct {
+		State    map[string]any `json:"state"`
+		Revision int64          `json:"revision"`
+	}
+	if err := json.Unmarshal(e.mustDo(t, "GET", "/v1/sessions/lines?user_id=u1", "", nil).body, &got); err != nil || got.State["x"] != "orig" || got.Revision != 1 {
+		t.Fatalf("after the refused writes: %+v, %v", got, err)
+	}
+
+	r, l := e.leasedRun(t, "lines-run")
+	// Without expected_revision, several revisions name none (400), on one
+	// line or on two.
+	raw, err := json.Marshal(commitReq(0, l, "a", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectProblem(t, send("POST", "/v1/runs/"+r.RunID+"/commit", string(raw), `"1", "7"`), http.StatusBadRequest, problem.InvalidRequest)
+	expectProblem(t, send("POST", "/v1/runs/"+r.RunID+"/commit", string(raw), `"1"`, `"7"`), http.StatusBadRequest, problem.InvalidRequest)
+	// With it, a list that holds it agrees, wherever it is.
+	raw, err = json.Marshal(commitReq(1, l, "a", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := send("POST", "/v1/runs/"+r.RunID+"/commit", string(raw), `"7"`, `"1"`); res.status != http.StatusOK {
+		t.Fatalf("commit with If-Match \"7\" and \"1\" on two lines at revision 1: %d %s", res.status, res.body)
 	}
 }

@@ -47,7 +47,7 @@ func (db *DB) GetSchema(ctx context.Context, tenantID, workflow string, version 
 		return run.Schema{}, fmt.Errorf("%s v%d: %w", workflow, version, run.ErrSchemaNotFound)
 	}
 	if err != nil {
-		return run.Schema{}, fmt.Errorf("get schema %s v%d: %w", workflow, version, err)
+		return run.Schema{}, err // the service names the schema
 	}
 	s.Schema = json.RawMessage(doc)
 	s.CreatedAt = s.CreatedAt.UTC()

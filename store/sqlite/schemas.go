@@ -66,7 +66,7 @@ func getSchema(ctx context.Context, q querier, tenantID, workflow string, versio
 func (db *DB) GetSchema(ctx context.Context, tenantID, workflow string, version int) (run.Schema, error) {
 	s, err := getSchema(ctx, db.r, tenantID, workflow, version)
 	if err != nil {
-		return run.Schema{}, fmt.Errorf("get schema: %w", err)
+		return run.Schema{}, err // the service names the schema
 	}
 	return s, nil
 }
