@@ -438,3 +438,31 @@ func TestExtractiveShorterThanSource(t *testing.T) {
 		t.Fatalf("summary of %d tokens with %d facts, its source %d tokens:\n%s", n, len(d.Facts), source, d.Text)
 	}
 }
+
+// TestExtractiveShowsASentenceOnce: a sentence that is both a negation and
+// a decision is carried in both structured fields and shown once in the
+// text (it was shown as both, and again as a fact: fifty such notes made a
+// summary of 3,318 tokens from 1,450).
+func TestExtractiveShowsASentenceOnce(t *testing.T) {
+	counter := tokens.ForModel("gpt-4o")
+	var items []compact.Item
+	var sentences []string
+	for i := 1; i <= 50; i++ {
+		s := fmt.Sprintf("We will not ship order %d before the customer confirms the address, and we decided to hold the refund until Friday.", 7000+i)
+		p, _ := json.Marshal(map[string]string{"note": s})
+		items = append(items, compact.Item{Seq: int64(i), Type: "note", Payload: p})
+		sentences = append(sentences, s)
+	}
+	d, err := compact.Extractive{}.Compact(t.Context(), compact.Input{Owner: compact.RunOwner("r"), Range: compact.Range{FromSeq: 1, ToSeq: 50}, Items: items, Counter: counter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Carried.Negations) != 50 || len(d.Decisions) != 50 {
+		t.Fatalf("%d negations and %d decisions carried, want 50 of each", len(d.Carried.Negations), len(d.Decisions))
+	}
+	for _, s := range sentences {
+		if n := strings.Count(d.Text, s); n != 1 {
+			t.Fatalf("%q is shown %d times in:\n%s", s, n, d.Text)
+		}
+	}
+}

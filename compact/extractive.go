@@ -19,7 +19,7 @@ const ExtractiveName = "extractive"
 
 // extractiveRules versions the extraction and scoring rules: bump it when
 // they change, so older summaries are rebuilt.
-const extractiveRules = "rules-v2"
+const extractiveRules = "rules-v3"
 
 // maxSourceShare bounds the facts of a summary to this share of its
 // source's tokens (or minFactTokens, for a short range), beyond the
@@ -55,6 +55,8 @@ type candidate struct {
 	seq   int64
 	score int
 	pos   int
+	// sent is the sentence as written (text may prefix its role).
+	sent string
 }
 
 // scoreSentence rates how much of a fact a sentence carries: numbers and
@@ -208,7 +210,7 @@ func (x Extractive) Compact(ctx context.Context, in Input) (Draft, error) {
 				if it.Text != "" && it.Type != "" {
 					text = it.Type + ": " + s
 				}
-				cands = append(cands, candidate{text: text, seq: it.Seq, score: sc, pos: len(cands)})
+				cands = append(cands, candidate{text: text, seq: it.Seq, score: sc, pos: len(cands), sent: s})
 			}
 		}
 	}
@@ -221,9 +223,29 @@ func (x Extractive) Compact(ctx context.Context, in Input) (Draft, error) {
 	// The text starts with what must never be lost, then the facts that fit.
 	var head []string
 	head = append(head, fmt.Sprintf("Summary of %s %s, seqs %d-%d (%d entries).", in.Owner.Kind, in.Owner.ID, in.Range.FromSeq, in.Range.ToSeq, len(in.Items)))
-	head = append(head, carriedLines(carried)...)
+	// A sentence is shown once: a negation stated as a decision is in the
+	// decision's line (both stay in the structured fields), and a sentence
+	// shown in the head is no fact again. Each shown twice, a summary of
+	// such sentences was twice as long as its source.
+	shown := map[string]bool{}
 	for _, d := range decisions {
-		head = append(head, fmt.Sprintf("Decision [%s] (seq %s): %s", d.Code, seqList(d.SourceSeqs), d.Text))
+		shown[d.Text] = true
+	}
+	head = append(head, carriedLines(carried, shown)...)
+	// Decisions of one code share a line, as the carried items do.
+	var codes []string
+	byCode := map[string][]string{}
+	for _, d := range decisions {
+		if _, ok := byCode[d.Code]; !ok {
+			codes = append(codes, d.Code)
+		}
+		byCode[d.Code] = append(byCode[d.Code], fmt.Sprintf("%q (seq %s)", d.Text, seqList(d.SourceSeqs)))
+	}
+	for _, c := range codes {
+		head = append(head, fmt.Sprintf("Decisions [%s]: %s.", c, strings.Join(byCode[c], "; ")))
+	}
+	for _, n := range carried.Negations {
+		shown[n.Text] = true
 	}
 	used := counter.Count(strings.Join(head, "\n"))
 	budget = min(budget, used+max(int(float64(source)*maxSourceShare), minFactTokens))
@@ -238,7 +260,7 @@ func (x Extractive) Compact(ctx context.Context, in Input) (Draft, error) {
 	var kept []candidate
 	seen := map[string]bool{}
 	for _, c := range order {
-		if c.score < 1 || seen[c.text] {
+		if c.score < 1 || seen[c.text] || shown[c.sent] {
 			continue
 		}
 		line := fmt.Sprintf("- (seq %d) %s", c.seq, c.text)
@@ -268,8 +290,9 @@ func seqList(seqs []int64) string {
 	return strings.Join(parts, ",")
 }
 
-// carriedLines renders the carried items for the prose, one line per kind.
-func carriedLines(c Carried) []string {
+// carriedLines renders the carried items for the prose, one line per kind;
+// a negation whose sentence is shown elsewhere (skip) is not repeated.
+func carriedLines(c Carried, skip map[string]bool) []string {
 	var out []string
 	join := func(label string, parts []string) {
 		if len(parts) > 0 {
@@ -311,7 +334,9 @@ func carriedLines(c Carried) []string {
 	join("Pending tool calls", p)
 	p = nil
 	for _, n := range c.Negations {
-		p = append(p, fmt.Sprintf("%q (seq %s)", n.Text, seqList(n.SourceSeqs)))
+		if !skip[n.Text] {
+			p = append(p, fmt.Sprintf("%q (seq %s)", n.Text, seqList(n.SourceSeqs)))
+		}
 	}
 	join("Negations", p)
 	return out
