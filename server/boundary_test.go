@@ -94,7 +94,8 @@ func TestBoundaryRefusesTextNoStoreKeeps(t *testing.T) {
 // (about 50 KB, under the size limit) used to be stored and then every read
 // of the session answered 500; a summary nested 9,999 levels likewise. Both
 // are refused now and the session still reads. Also: a trailing "}" after a
-// patch, NUL in a message, an empty If-Match on PUT.
+// patch, NUL in a message, an empty If-Match on PUT, a summary without the
+// text its schema requires (it was stored).
 func TestSessionDocumentsHaveADepthBound(t *testing.T) {
 	for _, backend := range sessionBackends {
 		t.Run(backend, func(t *testing.T) {
@@ -118,6 +119,7 @@ func TestSessionDocumentsHaveADepthBound(t *testing.T) {
 				{"patch with nul", "PATCH", "/v1/sessions/s1?user_id=u1", `{"b":"\u0000"}`, ifMatch, 422, "invalid-request"},
 				{"deep summary", "PUT", "/v1/sessions/s1/summary?user_id=u1", `{"text":"t","through_seq":0,"data":` + deep(9999) + `}`, h, 422, "invalid-request"},
 				{"nul in summary text", "PUT", "/v1/sessions/s1/summary?user_id=u1", `{"text":"a\u0000","through_seq":0}`, h, 422, "invalid-request"},
+				{"summary without text", "PUT", "/v1/sessions/s1/summary?user_id=u1", `{"data":{"a":1},"through_seq":0}`, h, 422, "invalid-request"},
 				{"nul in message", "POST", "/v1/sessions/s1/messages?user_id=u1", `{"messages":[{"role":"user","content":"hi\u0000"}]}`, h, 422, "invalid-request"},
 				{"invalid utf-8 in message", "POST", "/v1/sessions/s1/messages?user_id=u1", "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", h, 422, "invalid-request"},
 				{"deep message metadata", "POST", "/v1/sessions/s1/messages?user_id=u1", `{"messages":[{"role":"user","content":"x","metadata":` + deep(200) + `}]}`, h, 422, "invalid-request"},

@@ -312,7 +312,8 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 
 // SummaryRequest fills a session's summary slot.
 type SummaryRequest struct {
-	Text       string          `json:"text"`
+	// Text is required (it may be empty); a pointer tells it from absent.
+	Text       *string         `json:"text"`
 	Data       json.RawMessage `json:"data,omitempty"`
 	ThroughSeq int64           `json:"through_seq"`
 }
@@ -326,7 +327,10 @@ func (s *Server) putSummary(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &body); err != nil {
 		return err
 	}
-	sum := session.Summary{Text: body.Text, Data: body.Data, ThroughSeq: body.ThroughSeq}
+	if body.Text == nil {
+		return unprocessable("text is required: the summary a model reads")
+	}
+	sum := session.Summary{Text: *body.Text, Data: body.Data, ThroughSeq: body.ThroughSeq}
 	ss, err := s.sessions.SetSummary(r.Context(), tenant(r), sessionID(r), user, sum)
 	if err != nil {
 		return sessionWriteFailed(err, r, user, "")

@@ -33,8 +33,11 @@ func schemaLocation(workflow string, version int) string {
 
 // schemaVersion reads the path's version: a positive 32-bit integer.
 func schemaVersion(r *http.Request) (int, error) {
-	v, err := strconv.ParseInt(r.PathValue("version"), 10, 32)
-	if err != nil || v < 1 {
+	raw := r.PathValue("version")
+	v, err := strconv.ParseInt(raw, 10, 32)
+	// One spelling per version: "01" or "+1" read as 1 would answer for a
+	// path that names no version of its own.
+	if err != nil || v < 1 || strconv.FormatInt(v, 10) != raw {
 		return 0, newError(problem.InvalidRequest, "version must be a positive integer below 2^31")
 	}
 	return int(v), nil

@@ -37,6 +37,10 @@ func TestStateSchemasOverHTTP(t *testing.T) {
 		expectProblem(t, e.do(t, "PUT", "/v1/workflows/refund/schemas/2", `{"type":`, nil), http.StatusBadRequest, problem.InvalidRequest)
 		expectProblem(t, e.do(t, "PUT", "/v1/workflows/refund/schemas/0", amount, nil), http.StatusBadRequest, problem.InvalidRequest)
 		expectProblem(t, e.do(t, "PUT", "/v1/workflows/refund/schemas/2147483648", amount, nil), http.StatusBadRequest, problem.InvalidRequest)
+		for _, v := range []string{"01", "+1"} {
+			expectProblem(t, e.do(t, "PUT", "/v1/workflows/refund/schemas/"+v, amount, nil), http.StatusBadRequest, problem.InvalidRequest)
+			expectProblem(t, e.do(t, "GET", "/v1/workflows/refund/schemas/"+v, nil, nil), http.StatusBadRequest, problem.InvalidRequest)
+		}
 		// The service names the schema once, on every backend (SQLite's
 		// store named the call again: "get schema refund v2: get schema: ...").
 		if p := expectProblem(t, e.do(t, "GET", "/v1/workflows/refund/schemas/2", nil, nil), http.StatusNotFound, problem.SchemaNotFound); strings.Count(p.Detail, "get schema") != 1 {
