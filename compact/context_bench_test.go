@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mementohq/memento/compact"
 	"github.com/mementohq/memento/contextbuild"
@@ -24,25 +23,12 @@ func BenchmarkBuildWithSummaries100kTokens(b *testing.B) {
 	runs := run.NewService(st, run.Options{})
 	svc := compact.NewService(st.Summaries(), compact.Options{Runs: st})
 	filler := strings.Repeat("we talked about the weather, the garden and the trip to Paris again ", 5)
-	mk := func(id string) {
-		r, _, err := runs.Create(ctx, "t1", run.CreateRequest{RunID: id, WorkflowName: "chat", WorkflowVersion: "1"}, "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		l, err := runs.AcquireLease(ctx, "t1", id, "w", 0, time.Hour)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range 2500 {
+	for _, id := range []string{"summarised", "plain"} {
+		runTurns(b, runs, "t1", id, 2500, func(i int) string {
 			p, _ := json.Marshal(map[string]string{"text": fmt.Sprintf("turn %d: %s", i, filler)})
-			if r, _, err = runs.Commit(ctx, "t1", id, run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: json.RawMessage(`{}`),
-				Event: run.EventInput{EventType: "turn", Payload: p}}); err != nil {
-				b.Fatal(err)
-			}
-		}
+			return string(p)
+		})
 	}
-	mk("summarised")
-	mk("plain")
 	for from := int64(1); from < 2400; from += 100 {
 		if _, _, err := svc.Compact(ctx, "t1", compact.RunOwner("summarised"), compact.CompactRequest{FromSeq: from, ToSeq: from + 99}); err != nil {
 			b.Fatal(err)

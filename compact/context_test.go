@@ -1,6 +1,7 @@
 package compact_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -23,21 +24,7 @@ func TestSummaryInContext(t *testing.T) {
 	st := memstore.New()
 	runs := run.NewService(st, run.Options{})
 	svc := compact.NewService(st.Summaries(), compact.Options{Runs: st, Budget: 150})
-	r, _, err := runs.Create(ctx, "t1", run.CreateRequest{RunID: "r1", WorkflowName: "chat", WorkflowVersion: "1"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := runs.AcquireLease(ctx, "t1", "r1", "w", 0, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 120; i++ {
-		p := fmt.Sprintf(`{"text":"turn %d about the weather in town, day %d"}`, i, i)
-		if r, _, err = runs.Commit(ctx, "t1", "r1", run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: json.RawMessage(`{}`),
-			Event: run.EventInput{EventType: "turn", Payload: json.RawMessage(p)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runTurns(t, runs, "t1", "r1", 120, func(i int) string { return fmt.Sprintf(`{"text":"turn %d about the weather in town, day %d"}`, i, i) })
 	sum, _, err := svc.Compact(ctx, "t1", compact.RunOwner("r1"), compact.CompactRequest{FromSeq: 1, ToSeq: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +159,27 @@ func TestSummariesAfterTrim(t *testing.T) {
 	for _, lo := range res.Accounting.LeftOut {
 		if strings.Contains(lo.Reason, "summary") && slices.Contains(lo.SourceIDs, "msg:4") {
 			t.Fatalf("message 4 (before the chain) is left out as covered by a summary: %+v", lo)
+		}
+	}
+}
+
+// runTurns creates run id of tenant with n events of type "turn", the
+// payload of the i-th (from 0) being payload(i).
+func runTurns(tb testing.TB, runs *run.Service, tenant, id string, n int, payload func(i int) string) {
+	tb.Helper()
+	ctx := context.Background()
+	r, _, err := runs.Create(ctx, tenant, run.CreateRequest{RunID: id, WorkflowName: "chat", WorkflowVersion: "1"}, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := runs.AcquireLease(ctx, tenant, id, "w", 0, time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range n {
+		if r, _, err = runs.Commit(ctx, tenant, id, run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: json.RawMessage(`{}`),
+			Event: run.EventInput{EventType: "turn", Payload: json.RawMessage(payload(i))}}); err != nil {
+			tb.Fatal(err)
 		}
 	}
 }

@@ -53,21 +53,7 @@ func TestUsableTrustsARecentMatch(t *testing.T) {
 	src := &watchedRuns{RunSource: compact.RunSource{Store: st}}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	svc := compact.NewService(st.Summaries(), compact.Options{Sources: map[compact.OwnerKind]compact.Source{compact.OwnerRun: src}, Now: func() time.Time { return now }})
-	r, _, err := runs.Create(ctx, "t1", run.CreateRequest{RunID: "r1", WorkflowName: "chat", WorkflowVersion: "1"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := runs.AcquireLease(ctx, "t1", "r1", "w", 0, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 30 {
-		p := fmt.Sprintf(`{"text":"turn %d: the order 77%d was refunded 20 EUR"}`, i, i)
-		if r, _, err = runs.Commit(ctx, "t1", "r1", run.CommitRequest{ExpectedRevision: r.StateRevision, Lease: l, State: json.RawMessage(`{}`),
-			Event: run.EventInput{EventType: "turn", Payload: json.RawMessage(p)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runTurns(t, runs, "t1", "r1", 30, func(i int) string { return fmt.Sprintf(`{"text":"turn %d: the order 77%d was refunded 20 EUR"}`, i, i) })
 	owner := compact.RunOwner("r1")
 	for _, to := range []int64{10, 20} {
 		if _, _, err := svc.Compact(ctx, "t1", owner, compact.CompactRequest{ToSeq: to}); err != nil {

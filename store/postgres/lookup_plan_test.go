@@ -78,7 +78,7 @@ func TestRunLookupsUseThePrimaryKey(t *testing.T) {
 				t.Fatalf("%s: explain %s: %v", phase, name, err)
 			}
 			var plan []struct {
-				Plan lookupNode `json:"Plan"`
+				Plan planNode `json:"Plan"`
 			}
 			if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
 				t.Fatalf("%s: plan of %s %s: %v", phase, name, raw, err)
@@ -113,7 +113,7 @@ func TestRunLookupsUseThePrimaryKey(t *testing.T) {
 			t.Fatalf("explain list %+v: %v", f, err)
 		}
 		var plan []struct {
-			Plan lookupNode `json:"Plan"`
+			Plan planNode `json:"Plan"`
 		}
 		if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
 			t.Fatalf("plan of list %+v %s: %v", f, raw, err)
@@ -124,15 +124,8 @@ func TestRunLookupsUseThePrimaryKey(t *testing.T) {
 	}
 }
 
-type lookupNode struct {
-	Type     string       `json:"Node Type"`
-	Relation string       `json:"Relation Name"`
-	Index    string       `json:"Index Name"`
-	Plans    []lookupNode `json:"Plans"`
-}
-
 // runsScans names each scan of runs in the plan ("Index Scan using x").
-func (n lookupNode) runsScans() []string {
+func (n planNode) runsScans() []string {
 	var out []string
 	if n.Relation == "runs" && n.Type != "ModifyTable" {
 		s := n.Type

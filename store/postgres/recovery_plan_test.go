@@ -83,9 +83,11 @@ func TestRecoveryPollReadsOnlyDueRows(t *testing.T) {
 	}
 }
 
-// planNode is what the test reads of an EXPLAIN (ANALYZE, FORMAT JSON) node.
+// planNode is what the plan tests read of an EXPLAIN (FORMAT JSON) node.
 type planNode struct {
+	Type             string     `json:"Node Type"`
 	Relation         string     `json:"Relation Name"`
+	Index            string     `json:"Index Name"`
 	ActualRows       float64    `json:"Actual Rows"`
 	ActualLoops      float64    `json:"Actual Loops"`
 	RemovedByFilter  float64    `json:"Rows Removed by Filter"`
