@@ -71,6 +71,9 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	if err := run.ValidID("owner", req.Owner); err != nil {
 		return err
 	}
+	if req.ExpectedRevision < 0 {
+		return unprocessable("expected_revision must not be negative (0 or absent: any revision)")
+	}
 	v := &resume.Verifier{Runs: s.runs, Ops: s.ops}
 	res, err := v.Resume(r.Context(), resume.Request{TenantID: tenant(r), RunID: runID(r), Owner: req.Owner, LeaseTTL: ttl, ExpectedRevision: req.ExpectedRevision, SuspendOnRefusal: req.SuspendOnRefusal})
 	if errors.Is(err, resume.ErrRefused) {
@@ -184,10 +187,10 @@ type OperationTransitionRequest struct {
 
 func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) error {
 	var req OperationTransitionRequest
-	if r.ContentLength != 0 {
-		if err := s.decodeJSON(w, r, &req); err != nil {
-			return err
-		}
+	// The body is optional (started takes none), sent with a length or
+	// streamed: an empty one is no body either way.
+	if _, err := s.decodeOptionalJSON(w, r, &req); err != nil {
+		return err
 	}
 	ctx, tn, id := r.Context(), tenant(r), r.PathValue("operation_id")
 	var op toolop.Operation

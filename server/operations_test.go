@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -390,4 +392,91 @@ func TestOperatorSettlesASuspendedRun(t *testing.T) {
 			t.Fatalf("resume after the operator settled it: %d %s", res.status, res.body)
 		}
 	})
+}
+
+// TestOperationTransitionChunkedEmptyBody: a transition's body is optional;
+// a client that streams it (chunked, no Content-Length) and sends nothing is
+// answered as one that sent Content-Length: 0, not refused for an empty body.
+func TestOperationTransitionChunkedEmptyBody(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	e.leasedRun(t, "run-chunked")
+	prep := map[string]any{"operation_id": "op-chunked", "step_id": "s", "tool_name": "t", "request_digest": "sha256:aa"}
+	if res := e.do(t, "POST", "/v1/runs/run-chunked/operations", prep, nil); res.status != http.StatusCreated {
+		t.Fatalf("prepare: %d %s", res.status, res.body)
+	}
+	for _, ct := range []string{"application/json", ""} {
+		req, err := http.NewRequest("POST", e.http.URL+"/v1/operations/op-chunked/started", struct{ io.Reader }{strings.NewReader("")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := e.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK && !(resp.StatusCode == http.StatusConflict && strings.Contains(string(body), "it is started")) {
+			t.Fatalf("started with an empty chunked body (Content-Type %q): %d %s", ct, resp.StatusCode, body)
+		}
+	}
+	op, err := e.c.GetOperation(context.Background(), "op-chunked")
+	if err != nil || op.Status != toolop.StatusStarted {
+		t.Fatalf("operation after started: %+v %v", op, err)
+	}
+}
+
+// TestResumeInvalidInput: a resume body the document refuses (a negative
+// expected_revision; no owner) is an invalid request (422), not a revision
+// conflict, and its answer matches the operation's own 422 schema.
+func TestResumeInvalidInput(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	schemas := compileOpenAPI(t, e)
+	const answer = "/paths/~1v1~1runs~1%7Brun_id%7D~1resume/post/responses/422/content/application~1problem+json/schema"
+	if _, _, err := e.c.CreateRun(context.Background(), run.CreateRequest{RunID: "run-rbad", WorkflowName: "wf", WorkflowVersion: "1", State: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []map[string]any{
+		{"owner": "w", "expected_revision": -1},
+		{"owner": ""},
+		{"owner": "w", "ttl_ms": 5},
+	} {
+		res := e.do(t, "POST", "/v1/runs/run-rbad/resume", body, nil)
+		expectProblem(t, res, http.StatusUnprocessableEntity, "invalid-request")
+		schemas.validateAt(t, answer, fmt.Sprintf("resume answer to %v", body), res.body)
+	}
+	if cur, _ := e.c.GetRun(context.Background(), "run-rbad"); cur.StateRevision != 1 || cur.LeaseOwner != "" || cur.LeaseEpoch != 0 {
+		t.Fatalf("run after refused resumes: %+v", cur)
+	}
+}
+
+// TestOperatorLeaseCommitNeedsAdmin: settling a run held for an operator
+// needs the admin role (README); a writer who rebuilds the operator's lease
+// from the run it can read (owner, epoch, expiry) cannot commit under it,
+// and the run stays held, unchanged.
+func TestOperatorLeaseCommitNeedsAdmin(t *testing.T) {
+	const writer, admin = "writer-key-0123456789abcdef", "admin-key-0123456789abcdef"
+	tn := testenv.RandomID("opw-")
+	e := serveEngine(t, openEngine(t, "sqlite", memento.Config{}), writer+"="+tn+":writer,"+admin+"="+tn+":admin", writer)
+	hw, ha := map[string]string{"Authorization": "Bearer " + writer}, map[string]string{"Authorization": "Bearer " + admin}
+	state := map[string]any{"_memento": map[string]any{"budget": map[string]any{"max_steps": 2},
+		"spent": map[string]any{"steps": 2, "tokens": 0, "cost_micros": 0, "wall_ms": 0}}}
+	if res := e.do(t, "POST", "/v1/runs", map[string]any{"run_id": "bu2", "workflow_name": "wf", "state": state}, hw); res.status != 201 {
+		t.Fatalf("create: %d %s", res.status, res.body)
+	}
+	expectProblem(t, e.do(t, "POST", "/v1/runs/bu2/resume", map[string]any{"owner": "w", "suspend_on_refusal": true}, hw), http.StatusUnprocessableEntity, "resume-refused")
+	decodeAs[run.Lease](t, e.do(t, "POST", "/v1/runs/bu2/lease", map[string]any{"owner": "alice", "operator": true}, ha), 200)
+	held := decodeAs[run.Run](t, e.do(t, "GET", "/v1/runs/bu2", nil, hw), 200)
+	if held.Status != run.StatusSuspended || held.LeaseExpiresAt == nil {
+		t.Fatalf("held run: %+v", held)
+	}
+	rebuilt := run.Lease{Owner: held.LeaseOwner, Epoch: held.LeaseEpoch, ExpiresAt: *held.LeaseExpiresAt}
+	expectProblem(t, e.do(t, "POST", "/v1/runs/bu2/commit", map[string]any{"expected_revision": held.StateRevision, "lease": rebuilt,
+		"event": map[string]any{"event_type": "sneaky"}, "state": map[string]any{}, "status": "running"}, hw), http.StatusForbidden, "forbidden")
+	after := decodeAs[run.Run](t, e.do(t, "GET", "/v1/runs/bu2", nil, hw), 200)
+	if after.Status != run.StatusSuspended || after.StateRevision != held.StateRevision || after.StatusReason != held.StatusReason {
+		t.Fatalf("run after a writer's commit under the operator's lease: %+v", after)
+	}
 }

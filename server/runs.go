@@ -266,14 +266,22 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) error {
 		ifMatch = req.ExpectedRevision == 0 && strings.TrimSpace(im) != "*"
 		req.ExpectedRevision = rev
 	}
-	if strings.HasPrefix(req.Lease.Owner, operatorOwner) && (req.Status == "" || req.Status == run.StatusSuspended) &&
-		!strings.HasPrefix(req.StatusReason, resume.RefusalPrefix) {
-		// An operator's commit that leaves the run suspended keeps it held:
-		// only a resume that passes its checks lets workers take it again.
-		// A reason the operator gives (a note) is kept after the refusal's,
-		// which stays first: it is what holds the run, and names the check.
+	if strings.HasPrefix(req.Lease.Owner, operatorOwner) {
 		if cur, err := s.runs.Get(r.Context(), tenant(r), runID(r)); err == nil && resume.HeldForOperator(cur) {
-			req.StatusReason = heldReason(cur.StatusReason, req.StatusReason)
+			// Settling a held run is the operator's (admin role), as taking
+			// its lease is: the lease is no credential (anyone who reads
+			// the run can rebuild it).
+			if p, _ := PrincipalFrom(r.Context()); s.keys.Len() > 0 && p.Role < RoleAdmin {
+				return newError(problem.Forbidden, "a commit under an operator's lease needs the admin role")
+			}
+			// An operator's commit that leaves the run suspended keeps it
+			// held: only a resume that passes its checks lets workers take
+			// it again. A reason the operator gives (a note) is kept after
+			// the refusal's, which stays first: it is what holds the run,
+			// and names the check.
+			if (req.Status == "" || req.Status == run.StatusSuspended) && !strings.HasPrefix(req.StatusReason, resume.RefusalPrefix) {
+				req.StatusReason = heldReason(cur.StatusReason, req.StatusReason)
+			}
 		}
 	}
 	rn, ev, err := s.runs.Commit(r.Context(), tenant(r), runID(r), req)
