@@ -6,7 +6,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mementohq/memento/problem"
@@ -185,6 +187,34 @@ type OperationTransitionRequest struct {
 	Reason      string          `json:"reason,omitempty"`
 }
 
+// given tells which fields of the request are set.
+func (req OperationTransitionRequest) given() map[string]bool {
+	return map[string]bool{"external_ref": req.ExternalRef != "", "result": len(req.Result) > 0, "error": req.Error != "",
+		"outcome": req.Outcome != "", "by": req.By != "", "reason": req.Reason != ""}
+}
+
+// transitionFields are the fields each transition records.
+var transitionFields = map[string]map[string]bool{
+	"started":   {},
+	"succeeded": {"external_ref": true, "result": true},
+	"failed":    {"external_ref": true, "result": true, "error": true},
+	"unknown":   {"error": true},
+	"resolve":   {"outcome": true, "external_ref": true, "result": true, "error": true, "by": true, "reason": true},
+}
+
+// fieldList names fields in a stable order ("nothing" for none).
+func fieldList(fields map[string]bool) string {
+	if len(fields) == 0 {
+		return "nothing"
+	}
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
 func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) error {
 	var req OperationTransitionRequest
 	// The body is optional (started takes none), sent with a length or
@@ -193,9 +223,19 @@ func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	ctx, tn, id := r.Context(), tenant(r), r.PathValue("operation_id")
+	tr := r.PathValue("transition")
+	if takes, ok := transitionFields[tr]; ok {
+		// A field the transition does not record was dropped without a
+		// word: a success sent with an error read as a plain success.
+		for name, given := range req.given() {
+			if given && !takes[name] {
+				return unprocessable("%s does not take %s: it records %s", tr, name, fieldList(takes))
+			}
+		}
+	}
 	var op toolop.Operation
 	var err error
-	switch tr := r.PathValue("transition"); tr {
+	switch tr {
 	case "started":
 		// Starting is about to perform the side effect: not for a run that
 		// ended (a worker that missed the cancel). Settling one already in

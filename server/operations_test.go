@@ -480,3 +480,29 @@ func TestOperatorLeaseCommitNeedsAdmin(t *testing.T) {
 		t.Fatalf("run after a writer's commit under the operator's lease: %+v", after)
 	}
 }
+
+// TestTransitionRefusesFieldsItDoesNotRecord: a field a transition does
+// not record is refused (422) and changes nothing: a success sent with an
+// error, or a start with an outcome, was taken as a plain success or start
+// and the field dropped without a word.
+func TestTransitionRefusesFieldsItDoesNotRecord(t *testing.T) {
+	e := newEnv(t, "sqlite", envOptions{})
+	e.leasedRun(t, "run-fields")
+	prep := map[string]any{"operation_id": "op-fields", "step_id": "s", "tool_name": "t", "request_digest": "sha256:aa"}
+	if res := e.do(t, "POST", "/v1/runs/run-fields/operations", prep, nil); res.status != http.StatusCreated {
+		t.Fatalf("prepare: %d %s", res.status, res.body)
+	}
+	expectProblem(t, e.do(t, "POST", "/v1/operations/op-fields/started", map[string]any{"outcome": "applied"}, nil), http.StatusUnprocessableEntity, "invalid-request")
+	if res := e.do(t, "POST", "/v1/operations/op-fields/started", nil, nil); res.status != http.StatusOK {
+		t.Fatalf("start: %d %s", res.status, res.body)
+	}
+	expectProblem(t, e.do(t, "POST", "/v1/operations/op-fields/succeeded", map[string]any{"external_ref": "r-1", "error": "boom"}, nil), http.StatusUnprocessableEntity, "invalid-request")
+	expectProblem(t, e.do(t, "POST", "/v1/operations/op-fields/unknown", map[string]any{"result": map[string]any{"a": 1}}, nil), http.StatusUnprocessableEntity, "invalid-request")
+	op, err := e.c.GetOperation(context.Background(), "op-fields")
+	if err != nil || op.Status != toolop.StatusStarted {
+		t.Fatalf("operation after refused transitions: %+v %v", op, err)
+	}
+	if res := e.do(t, "POST", "/v1/operations/op-fields/failed", map[string]any{"external_ref": "r-1", "error": "card declined"}, nil); res.status != http.StatusOK {
+		t.Fatalf("failed with its fields: %d %s", res.status, res.body)
+	}
+}
