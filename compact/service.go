@@ -537,18 +537,17 @@ func (s *Service) Verify(ctx context.Context, tenantID, summaryID string) (Verif
 	if err != nil {
 		return Verification{}, err
 	}
-	return s.verify(ctx, sum, nil, false)
+	return s.verify(ctx, sum, nil)
 }
 
-// verify is Verify of a summary already read. live, when not nil, is the
-// owner's live summaries (as live returns them) read in the same request:
-// checking a whole chain then reads them once, not once per summary.
-// trusted lets it take a recent match of the range for today's (see
+// verify is Verify of a summary already read. read, when not nil, is what
+// Usable read of the owner for its whole chain: the check then reads
+// neither again, and takes a recent match of the range for today's (see
 // Incarnated) rather than read the range again.
-func (s *Service) verify(ctx context.Context, sum Summary, live []Summary, trusted bool) (Verification, error) {
+func (s *Service) verify(ctx context.Context, sum Summary, read *ownerRead) (Verification, error) {
 	tenantID := sum.TenantID
 	v := Verification{SummaryID: sum.SummaryID, Status: sum.Status, Checked: Checked{Covers: sum.Covers, Overlaps: []string{}, ItemsExpected: max(sum.Covers.Len(), 0)}}
-	reason, err := s.check(ctx, sum, &v.Checked, live, trusted)
+	reason, err := s.check(ctx, sum, &v.Checked, read)
 	if err != nil {
 		return Verification{}, err
 	}
@@ -585,7 +584,7 @@ func (s *Service) previous(ctx context.Context, sum Summary, live []Summary) (Su
 
 // check returns why sum fails ("" when it passes); an error is a failure
 // to check (a store that does not answer), not a failed check.
-func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Summary, trusted bool) (string, error) {
+func (s *Service) check(ctx context.Context, sum Summary, c *Checked, read *ownerRead) (string, error) {
 	rg := sum.Covers
 	if rg.FromSeq < 1 || rg.ToSeq < rg.FromSeq {
 		return fmt.Sprintf("the range %s is not a range of seqs", rg), nil
@@ -595,12 +594,22 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Sum
 		return "", err
 	}
 	gone := func(err error) bool { return errors.Is(err, run.ErrNotFound) || errors.Is(err, session.ErrNotFound) }
-	first, last, inc, err := logOf(ctx, src, sum.TenantID, sum.Owner)
-	if gone(err) {
-		return fmt.Sprintf("the %s %s is gone", sum.Owner.Kind, sum.Owner.ID), nil
-	} else if err != nil {
-		return "", err
+	// What Usable read for its whole chain is trusted for a recent match.
+	trusted := read != nil
+	if read == nil {
+		r := ownerRead{}
+		r.first, r.last, r.inc, err = logOf(ctx, src, sum.TenantID, sum.Owner)
+		if gone(err) {
+			return fmt.Sprintf("the %s %s is gone", sum.Owner.Kind, sum.Owner.ID), nil
+		} else if err != nil {
+			return "", err
+		}
+		if r.live, err = s.live(ctx, sum.TenantID, sum.Owner); err != nil {
+			return "", err
+		}
+		read = &r
 	}
+	first, last, live := read.first, read.last, read.live
 	c.LogFirstSeq, c.LogLastSeq = first, last
 	// Chain: the previous summary ends right before; without one, no entry
 	// of the log lies before the range (it would be covered by nothing).
@@ -623,11 +632,6 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Sum
 		}
 	} else if first != 0 && first < rg.FromSeq {
 		return fmt.Sprintf("gap: the chain starts at seq %d but the log holds seq %d before it", rg.FromSeq, first), nil
-	}
-	if live == nil {
-		if live, err = s.live(ctx, sum.TenantID, sum.Owner); err != nil {
-			return "", err
-		}
 	}
 	var next *Summary
 	for i, o := range live {
@@ -653,8 +657,7 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Sum
 	if rg.ToSeq > last {
 		return fmt.Sprintf("the range %s runs past the log's last seq %d", rg, last), nil
 	}
-	if d, ok := s.digested.Get(sum.SummaryID); trusted && ok && inc != "" && rg.FromSeq >= first &&
-		d.tenantID == sum.TenantID && d.incarnation == inc && d.sourceDigest == sum.SourceDigest && s.now().Sub(d.at) < verifiedTTL {
+	if trusted && s.matchedRecently(sum, read) {
 		c.Items, c.SourceDigest, c.DigestMatches = rg.Len(), sum.SourceDigest, new(true)
 	} else {
 		items, err := src.Items(ctx, sum.TenantID, sum.Owner, rg.FromSeq, rg.ToSeq)
@@ -677,8 +680,8 @@ func (s *Service) check(ctx context.Context, sum Summary, c *Checked, live []Sum
 			s.digested.Remove(sum.SummaryID)
 			return "source digest mismatch: the entries of the range changed since the summary was made", nil
 		}
-		if inc != "" {
-			s.digested.Add(sum.SummaryID, digested{tenantID: sum.TenantID, incarnation: inc, sourceDigest: d, at: s.now()})
+		if read.inc != "" {
+			s.digested.Add(sum.SummaryID, digested{tenantID: sum.TenantID, incarnation: read.inc, sourceDigest: d, at: s.now()})
 		}
 	}
 	cd, err := ContentDigest(sum)
@@ -773,13 +776,22 @@ func (s *Service) Chain(ctx context.Context, tenantID string, owner Owner) ([]Su
 	return out, err
 }
 
-// chain is Chain, with the live summaries it was cut from.
-func (s *Service) chain(ctx context.Context, tenantID string, owner Owner) ([]Summary, []Summary, error) {
+// ownerRead is what a check of a whole chain reads of the owner once,
+// not once per summary: its live summaries and its log's bounds and
+// incarnation.
+type ownerRead struct {
+	live        []Summary
+	first, last int64
+	inc         string
+}
+
+// chain is Chain, with what it read of the owner.
+func (s *Service) chain(ctx context.Context, tenantID string, owner Owner) ([]Summary, *ownerRead, error) {
 	src, err := s.source(owner)
 	if err != nil {
 		return nil, nil, err
 	}
-	first, _, err := src.Bounds(ctx, tenantID, owner)
+	first, last, inc, err := logOf(ctx, src, tenantID, owner)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -806,7 +818,7 @@ func (s *Service) chain(ctx context.Context, tenantID string, owner Owner) ([]Su
 		out = append(out, x)
 		want = x.Covers.ToSeq + 1
 	}
-	return out, live, nil
+	return out, &ownerRead{live: live, first: first, last: last, inc: inc}, nil
 }
 
 // Usable is Chain with every summary verified (as Verify does, except
@@ -815,12 +827,12 @@ func (s *Service) chain(ctx context.Context, tenantID string, owner Owner) ([]Su
 // the first that fails, which is marked stale. What it returns may be shown to a model in place of the raw
 // entries of their ranges; the entries after the last one are raw.
 func (s *Service) Usable(ctx context.Context, tenantID string, owner Owner) ([]Summary, error) {
-	chain, live, err := s.chain(ctx, tenantID, owner)
+	chain, read, err := s.chain(ctx, tenantID, owner)
 	if err != nil {
 		return nil, err
 	}
 	for i, x := range chain {
-		v, err := s.verify(ctx, x, live, true)
+		v, err := s.verify(ctx, x, read)
 		if err != nil {
 			return nil, err
 		}
@@ -829,6 +841,14 @@ func (s *Service) Usable(ctx context.Context, tenantID string, owner Owner) ([]S
 		}
 	}
 	return chain, nil
+}
+
+// matchedRecently tells whether sum's range was read and matched in the
+// last verifiedTTL, in the incarnation of the log read, and is still in it.
+func (s *Service) matchedRecently(sum Summary, read *ownerRead) bool {
+	d, ok := s.digested.Get(sum.SummaryID)
+	return ok && read.inc != "" && sum.Covers.FromSeq >= read.first && d.tenantID == sum.TenantID &&
+		d.incarnation == read.inc && d.sourceDigest == sum.SourceDigest && s.now().Sub(d.at) < verifiedTTL
 }
 
 // logOf is the source's bounds and, when it names them, the incarnation

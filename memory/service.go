@@ -289,13 +289,13 @@ func (s *Service) prepare(ctx context.Context, tenantID string, in AddInput) (Cl
 	if err := jsoncheck.Check(in.Value, jsoncheck.MaxDepth); err != nil {
 		return Claim{}, Namespace{}, fmt.Errorf("%w: value: %v", ErrInvalidInput, err)
 	}
-	if len(in.Text) > MaxTextBytes || !keepable(in.Text) {
+	if len(in.Text) > MaxTextBytes || !jsoncheck.Keepable(in.Text) {
 		return Claim{}, Namespace{}, fmt.Errorf("%w: text must be UTF-8 without NUL of at most %d bytes", ErrInvalidInput, MaxTextBytes)
 	}
 	if len(in.Category) > 64 || len(in.ConsentBasis) > 256 {
 		return Claim{}, Namespace{}, fmt.Errorf("%w: category or consent basis too long", ErrInvalidInput)
 	}
-	if !keepable(in.Category) || !keepable(in.ConsentBasis) {
+	if !jsoncheck.Keepable(in.Category) || !jsoncheck.Keepable(in.ConsentBasis) {
 		return Claim{}, Namespace{}, fmt.Errorf("%w: category and consent basis must be UTF-8 without NUL", ErrInvalidInput)
 	}
 	if err := checkProvenance(in.Provenance); err != nil {
@@ -866,9 +866,6 @@ func NormalizeKey(k string) string {
 // whatever its case or Unicode form, so that "Personal" is the policy of
 // "personal" and a fact forgotten in one is forgotten in the other.
 func NormalizeNamespace(ns string) string { return norm.NFC.String(strings.ToLower(ns)) }
-
-// keepable reports whether every store keeps s as it is: UTF-8 without NUL.
-func keepable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 func checkID(name, v string) error {
 	if v == "" {

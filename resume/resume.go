@@ -115,6 +115,10 @@ type Request struct {
 // held by another owner or a revision mismatch changes nothing and returns
 // run.ErrLeaseHeld or run.ErrRevisionConflict.
 func (v *Verifier) Resume(ctx context.Context, req Request) (Result, error) {
+	if req.ExpectedRevision < 0 {
+		// Not a revision any run is at: a bad request, not a conflict.
+		return Result{}, fmt.Errorf("resume run %s: %w: expected_revision must not be negative (0: any revision)", req.RunID, run.ErrInvalidInput)
+	}
 	if !req.SuspendOnRefusal {
 		// A dry pass first, without the lease: a run that would be refused
 		// is refused before anything of it changes (not even the lease

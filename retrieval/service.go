@@ -136,7 +136,7 @@ func (s *Service) Put(ctx context.Context, tenantID string, r PutRequest) (Docum
 	switch {
 	case len(r.Content) > MaxContentBytes:
 		return Document{}, false, fmt.Errorf("%w: content is over %d bytes", ErrInvalidInput, MaxContentBytes)
-	case !keepable(r.Content) || !keepable(r.SourceURI) || !keepable(r.SourceVersion):
+	case !jsoncheck.Keepable(r.Content) || !jsoncheck.Keepable(r.SourceURI) || !jsoncheck.Keepable(r.SourceVersion):
 		return Document{}, false, fmt.Errorf("%w: content, source_uri and source_version must be UTF-8 without NUL", ErrInvalidInput)
 	case len(r.SourceURI) > 2048 || len(r.SourceVersion) > 256:
 		return Document{}, false, fmt.Errorf("%w: source_uri is at most 2048 bytes, source_version 256", ErrInvalidInput)
@@ -163,9 +163,6 @@ func (s *Service) Put(ctx context.Context, tenantID string, r PutRequest) (Docum
 	}
 	return Document{}, false, fmt.Errorf("put document %s: %w", r.DocumentID, ErrConflict)
 }
-
-// keepable reports whether every store keeps s as it is: UTF-8 without NUL.
-func keepable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 func normalizeMetadata(m json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(m)) == 0 || string(bytes.TrimSpace(m)) == "null" {

@@ -221,6 +221,16 @@ func (e *testEnv) leasedRun(t testing.TB, id string) (run.Run, run.Lease) {
 	return r, l
 }
 
+// preparedOp creates leased run runID and prepares operation opID of it.
+func (e *testEnv) preparedOp(t testing.TB, runID, opID string) {
+	t.Helper()
+	e.leasedRun(t, runID)
+	prep := map[string]any{"operation_id": opID, "step_id": "s", "tool_name": "t", "request_digest": "sha256:aa"}
+	if res := e.do(t, "POST", "/v1/runs/"+runID+"/operations", prep, nil); res.status != http.StatusCreated {
+		t.Fatalf("prepare: %d %s", res.status, res.body)
+	}
+}
+
 // snapshot is what must not change when a commit is refused.
 type snapshot struct {
 	run    run.Run

@@ -1,12 +1,13 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,9 +73,6 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := run.ValidID("owner", req.Owner); err != nil {
 		return err
-	}
-	if req.ExpectedRevision < 0 {
-		return unprocessable("expected_revision must not be negative (0 or absent: any revision)")
 	}
 	v := &resume.Verifier{Runs: s.runs, Ops: s.ops}
 	res, err := v.Resume(r.Context(), resume.Request{TenantID: tenant(r), RunID: runID(r), Owner: req.Owner, LeaseTTL: ttl, ExpectedRevision: req.ExpectedRevision, SuspendOnRefusal: req.SuspendOnRefusal})
@@ -187,32 +185,28 @@ type OperationTransitionRequest struct {
 	Reason      string          `json:"reason,omitempty"`
 }
 
-// given tells which fields of the request are set.
-func (req OperationTransitionRequest) given() map[string]bool {
-	return map[string]bool{"external_ref": req.ExternalRef != "", "result": len(req.Result) > 0, "error": req.Error != "",
-		"outcome": req.Outcome != "", "by": req.By != "", "reason": req.Reason != ""}
+// given names the fields of the request that are set.
+func (req OperationTransitionRequest) given() []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"external_ref", req.ExternalRef != ""}, {"result", len(req.Result) > 0}, {"error", req.Error != ""},
+		{"outcome", req.Outcome != ""}, {"by", req.By != ""}, {"reason", req.Reason != ""}} {
+		if f.set {
+			out = append(out, f.name)
+		}
+	}
+	return out
 }
 
 // transitionFields are the fields each transition records.
-var transitionFields = map[string]map[string]bool{
-	"started":   {},
-	"succeeded": {"external_ref": true, "result": true},
-	"failed":    {"external_ref": true, "result": true, "error": true},
-	"unknown":   {"error": true},
-	"resolve":   {"outcome": true, "external_ref": true, "result": true, "error": true, "by": true, "reason": true},
-}
-
-// fieldList names fields in a stable order ("nothing" for none).
-func fieldList(fields map[string]bool) string {
-	if len(fields) == 0 {
-		return "nothing"
-	}
-	names := make([]string, 0, len(fields))
-	for n := range fields {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
+var transitionFields = map[string][]string{
+	"started":   nil,
+	"succeeded": {"external_ref", "result"},
+	"failed":    {"external_ref", "result", "error"},
+	"unknown":   {"error"},
+	"resolve":   {"outcome", "external_ref", "result", "error", "by", "reason"},
 }
 
 func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) error {
@@ -227,9 +221,9 @@ func (s *Server) transitionOperation(w http.ResponseWriter, r *http.Request) err
 	if takes, ok := transitionFields[tr]; ok {
 		// A field the transition does not record was dropped without a
 		// word: a success sent with an error read as a plain success.
-		for name, given := range req.given() {
-			if given && !takes[name] {
-				return unprocessable("%s does not take %s: it records %s", tr, name, fieldList(takes))
+		for _, name := range req.given() {
+			if !slices.Contains(takes, name) {
+				return unprocessable("%s does not take %s: it records %s", tr, name, cmp.Or(strings.Join(takes, ", "), "nothing"))
 			}
 		}
 	}

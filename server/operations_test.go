@@ -399,11 +399,7 @@ func TestOperatorSettlesASuspendedRun(t *testing.T) {
 // answered as one that sent Content-Length: 0, not refused for an empty body.
 func TestOperationTransitionChunkedEmptyBody(t *testing.T) {
 	e := newEnv(t, "sqlite", envOptions{})
-	e.leasedRun(t, "run-chunked")
-	prep := map[string]any{"operation_id": "op-chunked", "step_id": "s", "tool_name": "t", "request_digest": "sha256:aa"}
-	if res := e.do(t, "POST", "/v1/runs/run-chunked/operations", prep, nil); res.status != http.StatusCreated {
-		t.Fatalf("prepare: %d %s", res.status, res.body)
-	}
+	e.preparedOp(t, "run-chunked", "op-chunked")
 	for _, ct := range []string{"application/json", ""} {
 		req, err := http.NewRequest("POST", e.http.URL+"/v1/operations/op-chunked/started", struct{ io.Reader }{strings.NewReader("")})
 		if err != nil {
@@ -487,11 +483,7 @@ func TestOperatorLeaseCommitNeedsAdmin(t *testing.T) {
 // and the field dropped without a word.
 func TestTransitionRefusesFieldsItDoesNotRecord(t *testing.T) {
 	e := newEnv(t, "sqlite", envOptions{})
-	e.leasedRun(t, "run-fields")
-	prep := map[string]any{"operation_id": "op-fields", "step_id": "s", "tool_name": "t", "request_digest": "sha256:aa"}
-	if res := e.do(t, "POST", "/v1/runs/run-fields/operations", prep, nil); res.status != http.StatusCreated {
-		t.Fatalf("prepare: %d %s", res.status, res.body)
-	}
+	e.preparedOp(t, "run-fields", "op-fields")
 	expectProblem(t, e.do(t, "POST", "/v1/operations/op-fields/started", map[string]any{"outcome": "applied"}, nil), http.StatusUnprocessableEntity, "invalid-request")
 	if res := e.do(t, "POST", "/v1/operations/op-fields/started", nil, nil); res.status != http.StatusOK {
 		t.Fatalf("start: %d %s", res.status, res.body)

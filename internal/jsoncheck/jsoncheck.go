@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -154,3 +155,7 @@ func numberInRange(v []byte) bool {
 	}
 	return true
 }
+
+// Keepable reports whether a plain string (not JSON) is text every store
+// keeps as it is: valid UTF-8 without NUL.
+func Keepable(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
