@@ -678,6 +678,35 @@ func testApprovalValidity(t *testing.T, st toolop.Store) {
 	if _, err := svc.ValidApproval(ctx, tn, "run-v", "approve", "sha256:d1"); !errors.Is(err, toolop.ErrApprovalRejected) {
 		t.Fatalf("rejected approval: %v, want ErrApprovalRejected", err)
 	}
+	if got := a.Effective(c.Now()); got != "expired" {
+		t.Fatalf("effective status of an approval past its expiry: %q, want expired", got)
+	}
+
+	// The newest decision on a request stands: asked again under an id of
+	// its own while approved, a newer question left pending keeps the
+	// approval in force, and its rejection revokes it, expired or not.
+	ok, _, _ := svc.RequestApproval(ctx, tn, toolop.ApprovalRequest{RunID: "run-r", StepID: "pay", RequestDigest: "sha256:p", TTL: time.Hour})
+	if _, err := svc.Decide(ctx, tn, ok.ApprovalID, toolop.Decision{Approve: true, By: "erin"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Second)
+	again, created, err := svc.RequestApproval(ctx, tn, toolop.ApprovalRequest{ApprovalID: "pay-review", RunID: "run-r", StepID: "pay", RequestDigest: "sha256:p", TTL: time.Minute})
+	if err != nil || !created {
+		t.Fatalf("second question: %+v %v", again, err)
+	}
+	if got, err := svc.ValidApproval(ctx, tn, "run-r", "pay", "sha256:p"); err != nil || got.ApprovalID != ok.ApprovalID {
+		t.Fatalf("approval with a newer question pending: %+v %v, want %s in force", got, err, ok.ApprovalID)
+	}
+	if _, err := svc.Decide(ctx, tn, again.ApprovalID, toolop.Decision{Approve: false, By: "frank", Reason: "fraud suspected"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := svc.ValidApproval(ctx, tn, "run-r", "pay", "sha256:p"); !errors.Is(err, toolop.ErrApprovalRejected) || got.ApprovalID != again.ApprovalID {
+		t.Fatalf("approval after a later rejection: %+v %v, want ErrApprovalRejected of %s", got, err, again.ApprovalID)
+	}
+	c.Advance(2 * time.Minute)
+	if _, err := svc.ValidApproval(ctx, tn, "run-r", "pay", "sha256:p"); err == nil {
+		t.Fatal("the rejection's expiry put the earlier approval back in force")
+	}
 }
 
 func testConcurrentDecide(t *testing.T, st toolop.Store) {

@@ -61,9 +61,10 @@ func (a Approval) Check(requestDigest string, now time.Time) error {
 	}
 }
 
-// Effective is the status a reader should see: pending past expiry is "expired".
+// Effective is the status a reader should see: pending or approved past
+// expiry is "expired" (it allows nothing any more); a rejection stays one.
 func (a Approval) Effective(now time.Time) string {
-	if a.Status == ApprovalPending && !now.Before(a.ExpiresAt) {
+	if a.Status != ApprovalRejected && !now.Before(a.ExpiresAt) {
 		return "expired"
 	}
 	return string(a.Status)

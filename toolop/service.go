@@ -552,6 +552,11 @@ func (s *Service) ListApprovalsPage(ctx context.Context, tenantID, runID, cursor
 // ValidApproval finds an approval of the run's step that allows the request
 // digest now. Without one it returns the reason of the most recent approval of
 // that step (pending, rejected, expired, other digest) or ErrApprovalNotFound.
+//
+// The newest decision on a request stands: a rejection of the same digest
+// created after an approval revokes it (asked again under an id of its own
+// and refused, the request is refused), while a newer question still pending
+// or left to expire leaves an older approval in force.
 func (s *Service) ValidApproval(ctx context.Context, tenantID, runID, stepID, requestDigest string) (Approval, error) {
 	as, err := s.stepApprovals(ctx, tenantID, runID, stepID)
 	if err != nil {
@@ -561,9 +566,6 @@ func (s *Service) ValidApproval(ctx context.Context, tenantID, runID, stepID, re
 	var mine []Approval
 	for _, a := range as {
 		if a.StepID == stepID {
-			if a.Check(requestDigest, now) == nil {
-				return a, nil
-			}
 			mine = append(mine, a)
 		}
 	}
@@ -571,6 +573,18 @@ func (s *Service) ValidApproval(ctx context.Context, tenantID, runID, stepID, re
 		return Approval{}, fmt.Errorf("%w: no approval for step %s of run %s", ErrApprovalNotFound, stepID, runID)
 	}
 	sort.SliceStable(mine, func(i, j int) bool { return mine[i].CreatedAt.Before(mine[j].CreatedAt) })
+	for i := len(mine) - 1; i >= 0; i-- {
+		a := mine[i]
+		if a.RequestDigest != requestDigest {
+			continue
+		}
+		if a.Status == ApprovalRejected {
+			return a, a.Check(requestDigest, now)
+		}
+		if a.Check(requestDigest, now) == nil {
+			return a, nil
+		}
+	}
 	last := mine[len(mine)-1]
 	return last, last.Check(requestDigest, now)
 }
